@@ -1,0 +1,65 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, arrows pointing down (design/style.md §1):
+//   executables → services (RelayService, HomebaseService, HomebaseRouter, HomebaseNode)
+//   → Transport / Store / Crypto → HomebaseCore (pure: no sockets, clocks, randomness or C).
+// Only HomebaseCrypto imports CSodium, only HomebaseStore imports CSQLite, only HomebaseTransport
+// imports CLinux/CCurl/CCurlShim.
+let package = Package(
+    name: "Homebase",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "relay", targets: ["relay"]),
+        .executable(name: "homebase", targets: ["homebase"]),
+        .executable(name: "handset", targets: ["handset"]),
+        .executable(name: "guest", targets: ["guest"]),
+        .executable(name: "conformance", targets: ["conformance"]),
+        .executable(name: "ollama-emulator", targets: ["ollama-emulator"]),
+    ],
+    targets: [
+        // C libraries from Debian.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CLinux"),
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
+
+        // Pure core.
+        .target(name: "HomebaseCore"),
+        // Shells.
+        .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium"]),
+        .target(name: "HomebaseStore", dependencies: ["HomebaseCore", "CSQLite"]),
+        .target(name: "HomebaseTransport", dependencies: ["HomebaseCore", "CLinux", "CCurl", "CCurlShim"]),
+        // Services.
+        .target(name: "RelayService",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
+        .target(name: "HomebaseNode",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
+        .target(name: "HomebaseRouter",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
+                               "HomebaseNode"]),
+        .target(name: "HomebaseService",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
+                               "HomebaseNode", "HomebaseRouter"]),
+
+        // Executables: parse, configure, run.
+        .executableTarget(name: "relay", dependencies: ["RelayService"]),
+        .executableTarget(name: "homebase", dependencies: ["HomebaseService"]),
+        .executableTarget(name: "handset", dependencies: ["HomebaseRouter"]),
+        .executableTarget(name: "guest", dependencies: ["HomebaseRouter"]),
+        .executableTarget(name: "conformance",
+                          dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
+        .executableTarget(name: "ollama-emulator", dependencies: ["HomebaseCore", "HomebaseTransport"]),
+
+        .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
+        .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
+        .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
+        .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
+        .testTarget(name: "RelayServiceTests", dependencies: ["RelayService"]),
+        .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
+        .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
+        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

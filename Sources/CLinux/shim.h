@@ -1,0 +1,11 @@
+/* Header-only: Linux calls Swift's Glibc module does not expose (epoll, eventfd, timerfd, accept4). */
+#ifdef __linux__
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/socket.h>
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+#endif
+#include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>

@@ -1,0 +1,1 @@
+// HomebaseNode module.

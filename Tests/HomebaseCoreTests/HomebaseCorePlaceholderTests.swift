@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseCore
+
+@Suite struct HomebaseCorePlaceholder {
+    @Test func moduleLoads() {}
+}

@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseCrypto
+
+@Suite struct HomebaseCryptoPlaceholder {
+    @Test func moduleLoads() {}
+}

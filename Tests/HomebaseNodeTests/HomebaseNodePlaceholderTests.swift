@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseNode
+
+@Suite struct HomebaseNodePlaceholder {
+    @Test func moduleLoads() {}
+}

@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseRouter
+
+@Suite struct HomebaseRouterPlaceholder {
+    @Test func moduleLoads() {}
+}

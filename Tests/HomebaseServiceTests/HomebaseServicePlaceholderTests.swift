@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseService
+
+@Suite struct HomebaseServicePlaceholder {
+    @Test func moduleLoads() {}
+}

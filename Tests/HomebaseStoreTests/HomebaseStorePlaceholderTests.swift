@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseStore
+
+@Suite struct HomebaseStorePlaceholder {
+    @Test func moduleLoads() {}
+}

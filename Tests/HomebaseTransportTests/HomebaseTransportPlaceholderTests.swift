@@ -1,0 +1,6 @@
+import Testing
+@testable import HomebaseTransport
+
+@Suite struct HomebaseTransportPlaceholder {
+    @Test func moduleLoads() {}
+}

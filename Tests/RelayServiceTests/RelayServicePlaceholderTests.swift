@@ -1,0 +1,6 @@
+import Testing
+@testable import RelayService
+
+@Suite struct RelayServicePlaceholder {
+    @Test func moduleLoads() {}
+}
