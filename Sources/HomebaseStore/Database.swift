@@ -185,7 +185,9 @@ public final class Database: Sendable {
         guard fd >= 0 else { throw StoreError.file(operation: "open", path: path, errno: errno) }
         defer { close(fd) }
         // open(2)'s mode applies only when it creates the file; fchmod also tightens an existing one.
-        guard fchmod(fd, Self.fileMode) == 0 else { throw StoreError.file(operation: "fchmod", path: path, errno: errno) }
+        guard fchmod(fd, Self.fileMode) == 0 else {
+            throw StoreError.file(operation: "fchmod", path: path, errno: errno)
+        }
         try Self.restrictCompanions(of: path)
     }
 

@@ -30,11 +30,27 @@ import Testing
     let carol = key(0xC0)
     let t0: UInt64 = 1_700_000_000_000
 
-    private func ids(_ frames: [StoredFrame]) -> [UInt64] { frames.map(\.deliveryID) }
+    private struct NotStored: Error { let result: MailboxEnqueueResult }
 
-    private func stored(_ result: MailboxEnqueueResult) throws -> UInt64 {
-        guard case .stored(let id) = result else { throw StoreError.corruptRow(table: "test", reason: "\(result)") }
+    private func offer(_ box: any Mailbox, _ recipient: PublicKey, _ payload: [UInt8], at nowMs: UInt64) throws
+        -> MailboxEnqueueResult
+    {
+        try box.enqueue(recipient: recipient, sender: self.alice, payload: payload, nowMs: nowMs)
+    }
+
+    /// Enqueues from alice and returns the delivery id; throws if the frame was not stored.
+    private func put(_ box: any Mailbox, _ recipient: PublicKey, _ payload: [UInt8], at nowMs: UInt64) throws
+        -> UInt64
+    {
+        let result = try self.offer(box, recipient, payload, at: nowMs)
+        guard case .stored(let id) = result else { throw NotStored(result: result) }
         return id
+    }
+
+    private func pendingIDs(
+        _ box: any Mailbox, _ recipient: PublicKey, after: UInt64 = 0, limit: Int = 100, at nowMs: UInt64
+    ) throws -> [UInt64] {
+        try box.pending(recipient: recipient, after: after, limit: limit, nowMs: nowMs).map(\.deliveryID)
     }
 
     @Test(arguments: Backend.allCases)
@@ -44,26 +60,26 @@ import Testing
         var issued: [UInt64] = []
         for i in 0..<5 {
             let recipient = i % 2 == 0 ? self.bob : self.carol
-            issued.append(try self.stored(box.enqueue(recipient: recipient, sender: self.alice, payload: [UInt8(i)], nowMs: self.t0 + UInt64(i))))
+            issued.append(try self.put(box, recipient, [UInt8(i)], at: self.t0 + UInt64(i)))
         }
         #expect(issued.allSatisfy { $0 > 0 })
         #expect(issued == issued.sorted() && Set(issued).count == 5)
         let forBob = try box.pending(recipient: self.bob, after: 0, limit: 100, nowMs: self.t0 + 10)
-        #expect(self.ids(forBob) == [issued[0], issued[2], issued[4]])
+        #expect(forBob.map(\.deliveryID) == [issued[0], issued[2], issued[4]])
         #expect(forBob.map(\.payload) == [[0], [2], [4]])
         #expect(forBob[0].sender == self.alice)
         #expect(forBob[0].storedAtMs == self.t0)
         #expect(forBob[0].expiresAtMs == self.t0 + MailboxLimits().lifetimeMs)
-        #expect(self.ids(try box.pending(recipient: self.carol, after: 0, limit: 100, nowMs: self.t0)) == [issued[1], issued[3]])
+        #expect(try self.pendingIDs(box, self.carol, limit: 100, at: self.t0) == [issued[1], issued[3]])
     }
 
     @Test(arguments: Backend.allCases)
     func pendingHonoursAfterAndLimit(backend: Backend) throws {
         let (box, keep) = try backend.make()
         defer { withExtendedLifetime(keep) {} }
-        let ids = try (0..<6).map { _ in try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0)) }
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 2, nowMs: self.t0)) == Array(ids[0..<2]))
-        #expect(self.ids(try box.pending(recipient: self.bob, after: ids[1], limit: 3, nowMs: self.t0)) == Array(ids[2..<5]))
+        let ids = try (0..<6).map { _ in try self.put(box, self.bob, [1], at: self.t0) }
+        #expect(try self.pendingIDs(box, self.bob, limit: 2, at: self.t0) == Array(ids[0..<2]))
+        #expect(try self.pendingIDs(box, self.bob, after: ids[1], limit: 3, at: self.t0) == Array(ids[2..<5]))
         #expect(try box.pending(recipient: self.bob, after: ids[5], limit: 3, nowMs: self.t0).isEmpty)
         #expect(try box.pending(recipient: self.bob, after: 0, limit: 0, nowMs: self.t0).isEmpty)
         #expect(try box.pending(recipient: self.bob, after: 0, limit: -1, nowMs: self.t0).isEmpty)
@@ -75,15 +91,15 @@ import Testing
     func acknowledgeDeletesOnceAndOnlyForItsRecipient(backend: Backend) throws {
         let (box, keep) = try backend.make()
         defer { withExtendedLifetime(keep) {} }
-        let a = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1, 2, 3], nowMs: self.t0))
-        let b = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [4], nowMs: self.t0))
+        let a = try self.put(box, self.bob, [1, 2, 3], at: self.t0)
+        let b = try self.put(box, self.bob, [4], at: self.t0)
         #expect(try !box.acknowledge(recipient: self.carol, deliveryID: a))  // another recipient's id
         #expect(try !box.acknowledge(recipient: self.bob, deliveryID: 0))
         #expect(try !box.acknowledge(recipient: self.bob, deliveryID: 9_999))
         #expect(try !box.acknowledge(recipient: self.bob, deliveryID: UInt64.max))
         #expect(try box.acknowledge(recipient: self.bob, deliveryID: a))
         #expect(try !box.acknowledge(recipient: self.bob, deliveryID: a))  // double ACK
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0)) == [b])
+        #expect(try self.pendingIDs(box, self.bob, limit: 10, at: self.t0) == [b])
         #expect(try box.depth(recipient: self.bob) == (1, 1))
         #expect(try box.acknowledge(recipient: self.bob, deliveryID: b))
         #expect(try box.depth(recipient: self.bob) == (0, 0))
@@ -94,9 +110,9 @@ import Testing
     func idsAreNeverReusedAfterTheNewestIsAcknowledged(backend: Backend) throws {
         let (box, keep) = try backend.make()
         defer { withExtendedLifetime(keep) {} }
-        let a = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
+        let a = try self.put(box, self.bob, [1], at: self.t0)
         #expect(try box.acknowledge(recipient: self.bob, deliveryID: a))
-        let b = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
+        let b = try self.put(box, self.bob, [1], at: self.t0)
         #expect(b > a)
     }
 
@@ -105,16 +121,16 @@ import Testing
         let (box, keep) = try backend.make(MailboxLimits(maxFrames: 3, maxBytes: 1_000))
         defer { withExtendedLifetime(keep) {} }
         for _ in 0..<3 {
-            _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
+            _ = try self.put(box, self.bob, [1], at: self.t0)
         }
-        #expect(try box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0) == .mailboxFull)
-        #expect(try box.enqueue(recipient: self.bob, sender: self.alice, payload: [], nowMs: self.t0) == .mailboxFull)
+        #expect(try self.offer(box, self.bob, [1], at: self.t0) == .mailboxFull)
+        #expect(try self.offer(box, self.bob, [], at: self.t0) == .mailboxFull)
         #expect(try box.depth(recipient: self.bob) == (3, 3))
         // Other mailboxes are independent; an ACK makes room again.
-        _ = try self.stored(box.enqueue(recipient: self.carol, sender: self.alice, payload: [1], nowMs: self.t0))
+        _ = try self.put(box, self.carol, [1], at: self.t0)
         let first = try #require(try box.pending(recipient: self.bob, after: 0, limit: 1, nowMs: self.t0).first)
         #expect(try box.acknowledge(recipient: self.bob, deliveryID: first.deliveryID))
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
+        _ = try self.put(box, self.bob, [1], at: self.t0)
         #expect(try box.totalDepth() == (4, 4, 2))
     }
 
@@ -122,15 +138,15 @@ import Testing
     func byteLimitIsFullExactlyAtTheBoundary(backend: Backend) throws {
         let (box, keep) = try backend.make(MailboxLimits(maxFrames: 100, maxBytes: 10))
         defer { withExtendedLifetime(keep) {} }
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [UInt8](repeating: 7, count: 6), nowMs: self.t0))
-        #expect(try box.enqueue(recipient: self.bob, sender: self.alice, payload: [UInt8](repeating: 7, count: 5), nowMs: self.t0) == .mailboxFull)
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [UInt8](repeating: 7, count: 4), nowMs: self.t0))
+        _ = try self.put(box, self.bob, [UInt8](repeating: 7, count: 6), at: self.t0)
+        #expect(try self.offer(box, self.bob, [UInt8](repeating: 7, count: 5), at: self.t0) == .mailboxFull)
+        _ = try self.put(box, self.bob, [UInt8](repeating: 7, count: 4), at: self.t0)
         #expect(try box.depth(recipient: self.bob) == (2, 10))
-        #expect(try box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0) == .mailboxFull)
+        #expect(try self.offer(box, self.bob, [1], at: self.t0) == .mailboxFull)
         // Zero bytes still fit a mailbox at exactly maxBytes.
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [], nowMs: self.t0))
+        _ = try self.put(box, self.bob, [], at: self.t0)
         // A single payload over maxBytes never fits.
-        #expect(try box.enqueue(recipient: self.carol, sender: self.alice, payload: [UInt8](repeating: 0, count: 11), nowMs: self.t0) == .mailboxFull)
+        #expect(try self.offer(box, self.carol, [UInt8](repeating: 0, count: 11), at: self.t0) == .mailboxFull)
         #expect(try box.depth(recipient: self.carol) == (0, 0))
     }
 
@@ -139,12 +155,12 @@ import Testing
         let limits = MailboxLimits(lifetimeMs: 1_000)
         let (box, keep) = try backend.make(limits)
         defer { withExtendedLifetime(keep) {} }
-        let old = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
-        let young = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [2, 2], nowMs: self.t0 + 500))
-        _ = try self.stored(box.enqueue(recipient: self.carol, sender: self.alice, payload: [3], nowMs: self.t0 + 100))
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0 + 999)) == [old, young])
+        let old = try self.put(box, self.bob, [1], at: self.t0)
+        let young = try self.put(box, self.bob, [2, 2], at: self.t0 + 500)
+        _ = try self.put(box, self.carol, [3], at: self.t0 + 100)
+        #expect(try self.pendingIDs(box, self.bob, limit: 10, at: self.t0 + 999) == [old, young])
         // Expired at exactly storedAt + lifetime.
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0 + 1_000)) == [young])
+        #expect(try self.pendingIDs(box, self.bob, limit: 10, at: self.t0 + 1_000) == [young])
         #expect(try box.depth(recipient: self.bob) == (2, 3))  // not yet swept
         #expect(try box.expire(nowMs: self.t0 + 1_000) == 1)
         #expect(try box.depth(recipient: self.bob) == (1, 2))
@@ -157,11 +173,11 @@ import Testing
     func expiredFramesDoNotKeepAMailboxFull(backend: Backend) throws {
         let (box, keep) = try backend.make(MailboxLimits(maxFrames: 2, maxBytes: 100, lifetimeMs: 1_000))
         defer { withExtendedLifetime(keep) {} }
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: self.t0))
-        let kept = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [2], nowMs: self.t0 + 600))
-        #expect(try box.enqueue(recipient: self.bob, sender: self.alice, payload: [3], nowMs: self.t0 + 999) == .mailboxFull)
-        let fresh = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [3], nowMs: self.t0 + 1_000))
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0 + 1_000)) == [kept, fresh])
+        _ = try self.put(box, self.bob, [1], at: self.t0)
+        let kept = try self.put(box, self.bob, [2], at: self.t0 + 600)
+        #expect(try self.offer(box, self.bob, [3], at: self.t0 + 999) == .mailboxFull)
+        let fresh = try self.put(box, self.bob, [3], at: self.t0 + 1_000)
+        #expect(try self.pendingIDs(box, self.bob, limit: 10, at: self.t0 + 1_000) == [kept, fresh])
         #expect(try box.depth(recipient: self.bob) == (2, 2))
     }
 
@@ -169,7 +185,7 @@ import Testing
     func absurdTimesSaturateInsteadOfTrapping(backend: Backend) throws {
         let (box, keep) = try backend.make(MailboxLimits(lifetimeMs: UInt64.max))
         defer { withExtendedLifetime(keep) {} }
-        _ = try self.stored(box.enqueue(recipient: self.bob, sender: self.alice, payload: [1], nowMs: UInt64.max))
+        _ = try self.put(box, self.bob, [1], at: UInt64.max)
         let frame = try #require(try box.pending(recipient: self.bob, after: 0, limit: 1, nowMs: 0).first)
         #expect(frame.storedAtMs == UInt64(Int64.max))
         #expect(frame.expiresAtMs == UInt64(Int64.max))
@@ -184,13 +200,14 @@ import Testing
         let results = Mutex<[UInt64]>([])
         DispatchQueue.concurrentPerform(iterations: 4) { i in
             for _ in 0..<50 {
-                if case .stored(let id) = try! box.enqueue(recipient: self.bob, sender: senders[i], payload: [1], nowMs: self.t0) {
+                let result = try! box.enqueue(recipient: self.bob, sender: senders[i], payload: [1], nowMs: self.t0)
+                if case .stored(let id) = result {
                     results.withLock { $0.append(id) }
                 }
             }
         }
         let ids = results.withLock { $0 }
         #expect(Set(ids).count == 200)
-        #expect(self.ids(try box.pending(recipient: self.bob, after: 0, limit: 1_000, nowMs: self.t0)) == ids.sorted())
+        #expect(try self.pendingIDs(box, self.bob, limit: 1_000, at: self.t0) == ids.sorted())
     }
 }

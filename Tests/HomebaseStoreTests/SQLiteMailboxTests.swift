@@ -15,7 +15,9 @@ import Testing
         do {
             let box = try SQLiteMailbox(database: Database(path: path))
             for i in 0..<3 {
-                guard case .stored(let id) = try box.enqueue(recipient: self.bob, sender: self.alice, payload: [UInt8(i)], nowMs: self.t0) else {
+                let payload = [UInt8(i)]
+                let result = try box.enqueue(recipient: self.bob, sender: self.alice, payload: payload, nowMs: self.t0)
+                guard case .stored(let id) = result else {
                     Issue.record("not stored")
                     return
                 }
@@ -27,7 +29,8 @@ import Testing
         #expect(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0).map(\.payload) == [[0], [1]])
         #expect(try box.depth(recipient: self.bob) == (2, 2))
         // AUTOINCREMENT: the acknowledged newest id is not handed out again after a restart.
-        guard case .stored(let next) = try box.enqueue(recipient: self.bob, sender: self.alice, payload: [9], nowMs: self.t0) else {
+        let result = try box.enqueue(recipient: self.bob, sender: self.alice, payload: [9], nowMs: self.t0)
+        guard case .stored(let next) = result else {
             Issue.record("not stored")
             return
         }
@@ -75,7 +78,8 @@ import Testing
     }
 
     @Test func expireSweepsMoreThanOneBatch() throws {
-        let box = try SQLiteMailbox(database: Database(path: ":memory:"), limits: MailboxLimits(maxFrames: 5_000, lifetimeMs: 1))
+        let limits = MailboxLimits(maxFrames: 5_000, lifetimeMs: 1)
+        let box = try SQLiteMailbox(database: Database(path: ":memory:"), limits: limits)
         let n = SQLiteMailbox.expireBatch * 2 + 7
         for i in 0..<n {
             _ = try box.enqueue(recipient: key(UInt8(i % 3)), sender: self.alice, payload: [1], nowMs: self.t0)
@@ -89,12 +93,16 @@ import Testing
         let db = try Database(path: ":memory:")
         _ = try SQLiteMailbox(database: db)
         let plan = try db.query(
-            "EXPLAIN QUERY PLAN SELECT delivery_id FROM mailbox_frames WHERE recipient = ? AND delivery_id > ? AND expires_at_ms > ? ORDER BY delivery_id LIMIT ?",
+            """
+            EXPLAIN QUERY PLAN SELECT delivery_id FROM mailbox_frames
+            WHERE recipient = ? AND delivery_id > ? AND expires_at_ms > ? ORDER BY delivery_id LIMIT ?
+            """,
             [.blob([1]), .integer(0), .integer(0), .integer(1)]
         ).map { try $0.string("detail") }
         #expect(plan.contains { $0.contains("mailbox_frames_by_recipient") }, "\(plan)")
-        let depthPlan = try db.query("EXPLAIN QUERY PLAN SELECT frames, bytes FROM mailbox_depth WHERE recipient = ?", [.blob([1])])
-            .map { try $0.string("detail") }
+        let depthPlan = try db.query(
+            "EXPLAIN QUERY PLAN SELECT frames, bytes FROM mailbox_depth WHERE recipient = ?", [.blob([1])]
+        ).map { try $0.string("detail") }
         #expect(depthPlan.allSatisfy { !$0.hasPrefix("SCAN") }, "\(depthPlan)")
     }
 }

@@ -23,7 +23,8 @@ import Testing
     @Test func pruneDeletesOldIdsAndRaisesTheFloor() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"))
         for i in 0..<10 {
-            #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(UInt8(i)), sentAtMs: self.t0 + UInt64(i)))
+            let id = self.id(UInt8(i))
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: id, sentAtMs: self.t0 + UInt64(i)))
         }
         #expect(try seen.prune(olderThanMs: self.t0 + 4) == 4)
         #expect(try seen.count() == 6)
@@ -52,7 +53,8 @@ import Testing
     @Test func hardCapEvictsOldestFirstAndRefusesWhatItForgot() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 3)
         for i in 0..<5 {
-            #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(UInt8(i)), sentAtMs: self.t0 + UInt64(i)))
+            let id = self.id(UInt8(i))
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: id, sentAtMs: self.t0 + UInt64(i)))
         }
         #expect(try seen.count() == 3)
         #expect(try seen.floorMs() == self.t0 + 2)
