@@ -1,5 +1,5 @@
-public import HomebaseCore
 internal import CSodium
+public import HomebaseCore
 
 /// The end-to-end key between two devices (protocol-v1 §3), the same in both directions.
 public enum E2E {

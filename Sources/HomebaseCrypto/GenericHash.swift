@@ -91,7 +91,8 @@ public struct GenericHasher: ~Copyable {
         let statePointer = OpaquePointer(self.state)
         let length = self.outputLength
         return SecretBytes(count: length) { out in
-            let rc = crypto_generichash_final(statePointer, out.baseAddress!.assumingMemoryBound(to: UInt8.self), length)
+            let rc = crypto_generichash_final(
+                statePointer, out.baseAddress!.assumingMemoryBound(to: UInt8.self), length)
             precondition(rc == 0, "crypto_generichash_final returned \(rc)")
         }
     }

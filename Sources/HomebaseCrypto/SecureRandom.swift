@@ -1,5 +1,5 @@
-import HomebaseCore
 internal import CSodium
+import HomebaseCore
 
 /// Randomness from libsodium's `randombytes_buf` (the OS CSPRNG): nonces, seeds, message ids, request ids.
 ///

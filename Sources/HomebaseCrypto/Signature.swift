@@ -1,5 +1,5 @@
-public import HomebaseCore
 internal import CSodium
+public import HomebaseCore
 
 /// Ed25519 signature verification with a context prefix (protocol-v1 §2, §4).
 public enum Signature {

@@ -1,5 +1,5 @@
-public import HomebaseCore
 internal import CSodium
+public import HomebaseCore
 
 /// A device's (or an account's) Ed25519 secret key (protocol-v1 §1).
 ///

@@ -44,10 +44,12 @@ import Testing
         #expect(frame.first == 0x02)  // AUTH
         #expect(Array(frame.dropFirst()) == self.a.publicKey.bytes + signature)
         #expect(
-            Signature.verify(signature, message: nonce, context: SignatureContext.relayAuth, publicKey: self.a.publicKey))
+            Signature.verify(
+                signature, message: nonce, context: SignatureContext.relayAuth, publicKey: self.a.publicKey))
         // The same signature must not pass as another key's, or for another nonce.
         #expect(
-            !Signature.verify(signature, message: nonce, context: SignatureContext.relayAuth, publicKey: self.b.publicKey))
+            !Signature.verify(
+                signature, message: nonce, context: SignatureContext.relayAuth, publicKey: self.b.publicKey))
         #expect(
             !Signature.verify(
                 signature, message: nonce.dropLast() + [0xAB], context: SignatureContext.relayAuth,
@@ -107,13 +109,19 @@ import Testing
         #expect(Data(signature).base64EncodedString() == advert.messageJson.sig)
         #expect(Data(payload).base64EncodedString() == advert.messageJson.payload)
         #expect(advert.messageJson.type == "advert")
-        #expect(Signature.verify(signature, message: payload, context: SignatureContext.advert, publicKey: self.a.publicKey))
+        #expect(
+            Signature.verify(signature, message: payload, context: SignatureContext.advert, publicKey: self.a.publicKey)
+        )
 
         var tampered = payload
         tampered[tampered.count / 2] ^= 0x01
-        #expect(!Signature.verify(signature, message: tampered, context: SignatureContext.advert, publicKey: self.a.publicKey))
+        #expect(
+            !Signature.verify(
+                signature, message: tampered, context: SignatureContext.advert, publicKey: self.a.publicKey))
         // An advert signature is not a roster signature over the same bytes.
-        #expect(!Signature.verify(signature, message: payload, context: SignatureContext.roster, publicKey: self.a.publicKey))
+        #expect(
+            !Signature.verify(
+                signature, message: payload, context: SignatureContext.roster, publicKey: self.a.publicKey))
     }
 
     @Test func conversationBaseDigestMatches() throws {
