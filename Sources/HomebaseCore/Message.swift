@@ -171,7 +171,7 @@ public struct InferChunk: Codable, Equatable, Sendable {
     }
 }
 
-public struct Usage: Codable, Equatable, Sendable {
+public struct Usage: Codable, Equatable, Hashable, Sendable {
     public var promptTokens: Int
     public var completionTokens: Int
     public init(promptTokens: Int, completionTokens: Int) {
@@ -233,7 +233,7 @@ public struct SignedBlob: Equatable, Sendable {
 }
 
 /// `settings.model_choice`: the model picked on one sibling, applied on the others without re-sending.
-public struct ModelChoice: Codable, Equatable, Sendable {
+public struct ModelChoice: Codable, Equatable, Hashable, Sendable {
     public var modelID: String
     public var vision: Bool
     public var origin: String

@@ -67,26 +67,6 @@ public struct DeviceModel: Sendable, Hashable, Codable {
     }
 }
 
-/// The community model choice that siblings share (`settings.model_choice`, protocol-v1 "Account").
-public struct ModelChoice: Sendable, Hashable, Codable {
-    public var modelID: String
-    public var vision: Bool
-    /// Who chose it (the choosing device's short key or name), for display only.
-    public var origin: String
-
-    public init(modelID: String, vision: Bool, origin: String) {
-        self.modelID = modelID
-        self.vision = vision
-        self.origin = origin
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case modelID = "model_id"
-        case vision
-        case origin
-    }
-}
-
 /// An outbound `settings.model_choice` message for the caller to seal and fan out to siblings.
 public struct ModelChoiceMessage: Sendable, Hashable {
     public static let type = "settings.model_choice"

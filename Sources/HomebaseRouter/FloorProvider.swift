@@ -1,3 +1,5 @@
+import HomebaseCore
+
 /// The permanent floor (seed 002 §10, system.md "stand-ins"): the built-in on-device brain that always
 /// answers at once, offline and deterministically. It stands in for the Apple system model.
 ///

@@ -1,3 +1,5 @@
+import HomebaseCore
+
 /// The one model-facing seam (seed 000 §1): every brain, local or remote, hides behind `LLMProvider`.
 ///
 /// ## Errors
@@ -54,16 +56,8 @@ public enum ProviderKind: String, Sendable, Hashable, Codable, CaseIterable {
     case onDevice = "on-device"
 }
 
-/// One chat message.
-public struct ChatMessage: Sendable, Hashable {
-    public var role: String
-    public var content: String
-
-    public init(role: String, content: String) {
-        self.role = role
-        self.content = content
-    }
-
+/// One chat message: HomebaseCore's `ChatMessage`, the shape `infer.request` carries.
+extension ChatMessage {
     public static func system(_ content: String) -> ChatMessage { ChatMessage(role: "system", content: content) }
     public static func user(_ content: String) -> ChatMessage { ChatMessage(role: "user", content: content) }
     public static func assistant(_ content: String) -> ChatMessage { ChatMessage(role: "assistant", content: content) }
@@ -133,16 +127,6 @@ public enum FinishReason: String, Sendable, Hashable, Codable {
     case toolCalls = "tool_calls"
 }
 
-/// Token counts, when the provider reports them.
-public struct Usage: Sendable, Hashable {
-    public var promptTokens: Int
-    public var completionTokens: Int
-
-    public init(promptTokens: Int, completionTokens: Int) {
-        self.promptTokens = promptTokens
-        self.completionTokens = completionTokens
-    }
-}
 
 /// Why the answer came from somewhere other than the chosen provider; raw values are `chat --json`'s
 /// `fallback.reason` (system.md).

@@ -1,3 +1,4 @@
+import HomebaseCore
 import Testing
 @testable import HomebaseRouter
 
