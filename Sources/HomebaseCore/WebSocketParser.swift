@@ -84,6 +84,11 @@ public struct WebSocketParser: Sendable {
         self.buffer.count - self.readIndex + self.fragments.count
     }
 
+    /// Bytes in the input storage, consumed ones included; for tests of the compaction policy.
+    var storageByteCount: Int { self.buffer.count }
+    /// Capacity of the input and fragment storage; for tests of `releaseIdleBuffer()`.
+    var storageCapacity: Int { self.buffer.capacity + self.fragments.capacity }
+
     /// Buffers bytes read from the connection. Call `next()` until it returns `nil` before reading more, so that
     /// an oversized or invalid frame is refused before its payload is read.
     ///

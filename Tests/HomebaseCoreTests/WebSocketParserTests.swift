@@ -345,8 +345,8 @@ func parse(
         #expect(try parser.next() == .message(opcode: .text, payload: [0x61]))
     }
 
-    /// 100,000 tiny frames fed in reads that never end on a frame boundary: all arrive, and the parser never
-    /// holds more than a read's worth (consumed bytes are dropped, not accumulated).
+    /// 100,000 tiny frames fed in reads that end on a frame boundary only every third read: all arrive, and the
+    /// parser never holds more than a read's worth (consumed bytes are dropped, not accumulated).
     @Test func manySmallFramesKeepTheBufferSmall() throws {
         let frame: [UInt8] = [0x82, 0x01, 0x00]
         let stream = Array([[UInt8]](repeating: frame, count: 100_000).joined())
@@ -363,6 +363,45 @@ func parse(
         }
         #expect(count == 100_000)
         #expect(maxBuffered <= 1002)
+    }
+
+    /// 2,000 frames of 1,001 bytes read 1,000 bytes at a time: the input never ends on a frame boundary, so the
+    /// storage only stays small if consumed bytes are compacted away (without it, it would reach 2 MB).
+    @Test func storageIsCompactedWhenNeverEmpty() throws {
+        let payload = [UInt8](repeating: 0x5A, count: 997)
+        let frame: [UInt8] = [0x82, 0x7E, 0x03, 0xE5] + payload  // binary, 16-bit length 997
+        let stream = Array([[UInt8]](repeating: frame, count: 2000).joined())
+        var parser = WebSocketParser(role: .client, maxMessageBytes: 1000)
+        var count = 0
+        var maxStorage = 0
+        var offset = 0
+        while offset < stream.count {
+            let end = min(offset + 1000, stream.count)
+            parser.append(stream[offset..<end])
+            offset = end
+            maxStorage = max(maxStorage, parser.storageByteCount)
+            for event in try drainEvents(&parser) {
+                #expect(event == .message(opcode: .binary, payload: payload))
+                count += 1
+            }
+        }
+        #expect(count == 2000)
+        #expect(maxStorage <= 2 * 4096 + 2 * 1001)
+    }
+
+    /// An idle parser (nothing buffered) gives its storage back; a busy one keeps it.
+    @Test func releaseIdleBufferFreesStorage() throws {
+        var parser = WebSocketParser(role: .client, maxMessageBytes: 1 << 20)
+        parser.append([0x82, 0x7E, 0x10, 0x00] + [UInt8](repeating: 1, count: 4096))
+        #expect(try parser.next() != nil)
+        parser.append([0x02, 0x01, 0x00] as [UInt8])  // first fragment of an unfinished message
+        #expect(try parser.next() == nil)
+        parser.releaseIdleBuffer()
+        #expect(parser.storageCapacity > 0)
+        parser.append([0x80, 0x00] as [UInt8])
+        #expect(try parser.next() == .message(opcode: .binary, payload: [0x00]))
+        parser.releaseIdleBuffer()
+        #expect(parser.storageCapacity == 0)
     }
 
     /// Every error maps to the close code RFC 6455 §7.4.1 assigns it.
