@@ -3,7 +3,7 @@ import Testing
 @testable import HomebaseCore
 
 /// xorshift64*: a tiny deterministic generator so every run sees the same "random" streams.
-struct XorShift64 {
+fileprivate struct XorShift64 {
     private var state: UInt64
 
     init(seed: UInt64) { self.state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed }
@@ -27,7 +27,7 @@ struct XorShift64 {
     static let interestingSizes = [0, 1, 7, 8, 9, 124, 125, 126, 127, 128, 1000, 65535, 65536, 65537, 70_000]
 
     /// Valid UTF-8 of about `count` bytes mixing 1- to 4-byte scalars.
-    static func text(_ count: Int, _ rng: inout XorShift64) -> [UInt8] {
+    fileprivate static func text(_ count: Int, _ rng: inout XorShift64) -> [UInt8] {
         let scalars: [String] = ["a", "Z", "0", " ", "é", "ß", "€", "中", "😀", "\u{10FFFF}"]
         var out: [UInt8] = []
         while out.count < count {
@@ -88,7 +88,7 @@ struct XorShift64 {
             let end = min(offset + chunk, stream.count)
             parser.append(stream[offset..<end])
             offset = end
-            events += try drainEvents(&parser)
+            events += try drainWebSocketEvents(&parser)
         }
         #expect(events.count == expected.count)
         #expect(events == expected)
@@ -97,7 +97,12 @@ struct XorShift64 {
 
     /// Feeds one stream in random chunks and returns how it ended. Only events or a WebSocketProtocolError are
     /// possible outcomes; a trap would end the test process.
-    static func consume(_ stream: [UInt8], role: WebSocketParser.Role, maxMessageBytes: Int, _ rng: inout XorShift64)
+    fileprivate static func consume(
+        _ stream: [UInt8],
+        role: WebSocketParser.Role,
+        maxMessageBytes: Int,
+        _ rng: inout XorShift64
+    )
         -> (events: Int, error: WebSocketProtocolError?)
     {
         var parser = WebSocketParser(role: role, maxMessageBytes: maxMessageBytes, maxControlPayload: rng.below(126))
@@ -108,7 +113,7 @@ struct XorShift64 {
             parser.append(stream[offset..<end])
             offset = end
             do {
-                events += try drainEvents(&parser).count
+                events += try drainWebSocketEvents(&parser).count
             } catch {
                 #expect(parser.bufferedByteCount == 0)
                 return (events, error)

@@ -3,7 +3,7 @@ import Testing
 @testable import HomebaseCore
 
 /// Drains every event `parser` can produce from what it holds now.
-func drainEvents(_ parser: inout WebSocketParser) throws(WebSocketProtocolError) -> [WebSocketEvent] {
+func drainWebSocketEvents(_ parser: inout WebSocketParser) throws(WebSocketProtocolError) -> [WebSocketEvent] {
     var events: [WebSocketEvent] = []
     while let event = try parser.next() {
         events.append(event)
@@ -12,14 +12,14 @@ func drainEvents(_ parser: inout WebSocketParser) throws(WebSocketProtocolError)
 }
 
 /// Feeds `bytes` in one piece and drains; returns the events or the error.
-func parse(
+func parseWebSocketFrames(
     _ bytes: [UInt8],
     role: WebSocketParser.Role = .client,
     maxMessageBytes: Int = 1 << 20
 ) -> Result<[WebSocketEvent], WebSocketProtocolError> {
     var parser = WebSocketParser(role: role, maxMessageBytes: maxMessageBytes)
     parser.append(bytes)
-    return Result { () throws(WebSocketProtocolError) in try drainEvents(&parser) }
+    return Result { () throws(WebSocketProtocolError) in try drainWebSocketEvents(&parser) }
 }
 
 @Suite struct WebSocketParserTests {
@@ -30,7 +30,7 @@ func parse(
     /// 0x81 = FIN + text, 0x05 = unmasked, 5 bytes: "Hello" as a client receives it.
     @Test func unmaskedHelloIsOneTextMessage() {
         #expect(
-            parse([0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F])
+            parseWebSocketFrames([0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F])
                 == .success([.message(opcode: .text, payload: Self.hello)])
         )
     }
@@ -38,42 +38,45 @@ func parse(
     /// 0x85 = masked, 5 bytes, key 37 FA 21 3D: "Hello" as a server receives it.
     @Test func maskedHelloIsUnmasked() {
         let frame: [UInt8] = [0x81, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D, 0x51, 0x58]
-        #expect(parse(frame, role: .server) == .success([.message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frame, role: .server) == .success([.message(opcode: .text, payload: Self.hello)]))
     }
 
     /// 0x01 = text without FIN ("Hel"), 0x80 = continuation with FIN ("lo"): one message "Hello".
     @Test func fragmentedHelloIsReassembled() {
         let frames: [UInt8] = [0x01, 0x03, 0x48, 0x65, 0x6C, 0x80, 0x02, 0x6C, 0x6F]
-        #expect(parse(frames) == .success([.message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frames) == .success([.message(opcode: .text, payload: Self.hello)]))
     }
 
     /// 0x89 = FIN + ping, unmasked "Hello"; 0x8A = pong, masked "Hello" (server role).
     @Test func pingAndPongCarryTheirPayloads() {
-        #expect(parse([0x89, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F]) == .success([.ping(Self.hello)]))
+        #expect(parseWebSocketFrames([0x89, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F]) == .success([.ping(Self.hello)]))
         let pong: [UInt8] = [0x8A, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D, 0x51, 0x58]
-        #expect(parse(pong, role: .server) == .success([.pong(Self.hello)]))
+        #expect(parseWebSocketFrames(pong, role: .server) == .success([.pong(Self.hello)]))
     }
 
     /// 0x82 0x7E 0x0100: binary with a 16-bit length of 256. 0x82 0x7F 0x…010000: 64-bit length of 65536.
     @Test func sixteenAndSixtyFourBitLengths() {
         let small = (0..<256).map { UInt8($0) }
-        #expect(parse([0x82, 0x7E, 0x01, 0x00] + small) == .success([.message(opcode: .binary, payload: small)]))
+        #expect(
+            parseWebSocketFrames([0x82, 0x7E, 0x01, 0x00] + small)
+                == .success([.message(opcode: .binary, payload: small)])
+        )
         let large = (0..<65536).map { UInt8(truncatingIfNeeded: $0 * 13) }
         let header: [UInt8] = [0x82, 0x7F, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00]
-        #expect(parse(header + large) == .success([.message(opcode: .binary, payload: large)]))
+        #expect(parseWebSocketFrames(header + large) == .success([.message(opcode: .binary, payload: large)]))
     }
 
     /// Control frames may sit between fragments (§5.4): ping between "Hel" and "lo" comes out first.
     @Test func controlFrameInterleavedWithFragments() {
         let frames: [UInt8] = [0x01, 0x03, 0x48, 0x65, 0x6C, 0x89, 0x00, 0x80, 0x02, 0x6C, 0x6F]
-        #expect(parse(frames) == .success([.ping([]), .message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frames) == .success([.ping([]), .message(opcode: .text, payload: Self.hello)]))
     }
 
     /// A text message whose multi-byte character is split across fragments is valid: UTF-8 is checked on the
     /// whole message. "é" = C3 A9, split between the two fragments.
     @Test func utf8CheckedOnWholeMessageNotPerFragment() {
         let frames: [UInt8] = [0x01, 0x01, 0xC3, 0x80, 0x01, 0xA9]
-        #expect(parse(frames) == .success([.message(opcode: .text, payload: [0xC3, 0xA9])]))
+        #expect(parseWebSocketFrames(frames) == .success([.message(opcode: .text, payload: [0xC3, 0xA9])]))
     }
 
     // MARK: Incremental input
@@ -105,7 +108,7 @@ func parse(
             into: &stream
         )
 
-        let oneShot = try parse(stream, role: .server).get()
+        let oneShot = try parseWebSocketFrames(stream, role: .server).get()
         #expect(
             oneShot == [
                 .ping([1, 2, 3]), .message(opcode: .text, payload: Array("Héllo".utf8)),
@@ -117,7 +120,7 @@ func parse(
         var byteWise: [WebSocketEvent] = []
         for byte in stream {
             parser.append(CollectionOfOne(byte))
-            byteWise += try drainEvents(&parser)
+            byteWise += try drainWebSocketEvents(&parser)
         }
         #expect(byteWise == oneShot)
     }
@@ -147,7 +150,7 @@ func parse(
         )
         let cuts = Array(0..<40) + Array(70_000..<70_040) + Array(stream.count - 220..<stream.count)
         for cut in cuts {
-            let result = parse(Array(stream[0..<cut]), role: .server)
+            let result = parseWebSocketFrames(Array(stream[0..<cut]), role: .server)
             let events = try result.get()
             #expect(events.count == (cut >= 70_014 ? 1 : 0), "cut at \(cut)")
         }
@@ -164,7 +167,8 @@ func parse(
         #expect(WebSocketProtocolError.messageTooBig.closeCode == 1009)
         // Exactly at the limit is fine.
         #expect(
-            parse([0x82, 0x7E, 0x00, 0xFF] + [UInt8](repeating: 0, count: 255), maxMessageBytes: 255).map(\.count)
+            parseWebSocketFrames([0x82, 0x7E, 0x00, 0xFF] + [UInt8](repeating: 0, count: 255), maxMessageBytes: 255)
+                .map(\.count)
                 == .success(1)
         )
     }
@@ -187,7 +191,7 @@ func parse(
         // 100 + 50 = 150 is exactly the limit and passes.
         let exact: [UInt8] =
             [0x02, 100] + [UInt8](repeating: 0, count: 100) + [0x80, 50] + [UInt8](repeating: 0, count: 50)
-        #expect(parse(exact, maxMessageBytes: 150).map(\.count) == .success(1))
+        #expect(parseWebSocketFrames(exact, maxMessageBytes: 150).map(\.count) == .success(1))
     }
 
     /// Control frames are limited by maxControlPayload, not by maxMessageBytes.
@@ -204,49 +208,49 @@ func parse(
     /// 0xC1 / 0xA1 / 0x91: text + FIN with RSV1, RSV2 or RSV3 set, no extension negotiated.
     @Test(arguments: [0xC1, 0xA1, 0x91] as [UInt8])
     func reservedBitsAreRejected(first: UInt8) {
-        #expect(parse([first, 0x00]) == .failure(.reservedBitsSet))
+        #expect(parseWebSocketFrames([first, 0x00]) == .failure(.reservedBitsSet))
     }
 
     /// Opcodes 3–7 (reserved data) and 0xB–0xF (reserved control).
     @Test(arguments: [3, 4, 5, 6, 7, 0xB, 0xC, 0xD, 0xE, 0xF] as [UInt8])
     func unknownOpcodesAreRejected(opcode: UInt8) {
-        #expect(parse([0x80 | opcode, 0x00]) == .failure(.unknownOpcode(opcode)))
+        #expect(parseWebSocketFrames([0x80 | opcode, 0x00]) == .failure(.unknownOpcode(opcode)))
     }
 
     /// 0x81 0x00 unmasked to a server; 0x81 0x80 + key masked to a client.
     @Test func maskingMustMatchRole() {
-        #expect(parse([0x81, 0x00], role: .server) == .failure(.unmaskedFrameFromClient))
-        #expect(parse([0x81, 0x80, 1, 2, 3, 4], role: .client) == .failure(.maskedFrameFromServer))
+        #expect(parseWebSocketFrames([0x81, 0x00], role: .server) == .failure(.unmaskedFrameFromClient))
+        #expect(parseWebSocketFrames([0x81, 0x80, 1, 2, 3, 4], role: .client) == .failure(.maskedFrameFromServer))
     }
 
     /// 0x89 0x7E 0x007E: a ping claiming 126 bytes through the 16-bit form; 0x88 0x7F: close in 64-bit form.
     @Test func oversizedControlFramesAreRejected() {
-        #expect(parse([0x89, 0x7E, 0x00, 0x7E]) == .failure(.controlFrameTooLarge))
-        #expect(parse([0x88, 0x7F]) == .failure(.controlFrameTooLarge))
+        #expect(parseWebSocketFrames([0x89, 0x7E, 0x00, 0x7E]) == .failure(.controlFrameTooLarge))
+        #expect(parseWebSocketFrames([0x88, 0x7F]) == .failure(.controlFrameTooLarge))
     }
 
     /// 0x09 / 0x08 / 0x0A: ping, close, pong with FIN clear.
     @Test(arguments: [0x08, 0x09, 0x0A] as [UInt8])
     func fragmentedControlFramesAreRejected(first: UInt8) {
-        #expect(parse([first, 0x00]) == .failure(.fragmentedControlFrame))
+        #expect(parseWebSocketFrames([first, 0x00]) == .failure(.fragmentedControlFrame))
     }
 
     /// 0x80 0x00: a continuation frame with no message in progress (also after a completed message).
     @Test func continuationWithoutStartIsRejected() {
-        #expect(parse([0x80, 0x00]) == .failure(.unexpectedContinuation))
-        #expect(parse([0x81, 0x00, 0x00, 0x00]) == .failure(.unexpectedContinuation))
+        #expect(parseWebSocketFrames([0x80, 0x00]) == .failure(.unexpectedContinuation))
+        #expect(parseWebSocketFrames([0x81, 0x00, 0x00, 0x00]) == .failure(.unexpectedContinuation))
     }
 
     /// 0x01 'a' starts a fragmented text message; 0x81 'b' (a new text frame) arrives before it ends.
     @Test func newDataFrameDuringFragmentedMessageIsRejected() {
-        #expect(parse([0x01, 0x01, 0x61, 0x81, 0x01, 0x62]) == .failure(.expectedContinuation))
-        #expect(parse([0x01, 0x01, 0x61, 0x02, 0x00]) == .failure(.expectedContinuation))
+        #expect(parseWebSocketFrames([0x01, 0x01, 0x61, 0x81, 0x01, 0x62]) == .failure(.expectedContinuation))
+        #expect(parseWebSocketFrames([0x01, 0x01, 0x61, 0x02, 0x00]) == .failure(.expectedContinuation))
     }
 
     /// 0x82 0x7F 0x80…: a 64-bit length with the most significant bit set.
     @Test func sixtyFourBitLengthWithTopBitIsRejected() {
         let frame: [UInt8] = [0x82, 0x7F, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]
-        #expect(parse(frame, maxMessageBytes: Int.max) == .failure(.invalidLength))
+        #expect(parseWebSocketFrames(frame, maxMessageBytes: Int.max) == .failure(.invalidLength))
     }
 
     // MARK: UTF-8 (close 1007)
@@ -260,7 +264,7 @@ func parse(
         ] as [[UInt8]]
     )
     func invalidUTF8TextIsRejected(payload: [UInt8]) {
-        let result = parse([0x81, UInt8(payload.count)] + payload)
+        let result = parseWebSocketFrames([0x81, UInt8(payload.count)] + payload)
         #expect(result == .failure(.invalidUTF8))
         #expect(WebSocketProtocolError.invalidUTF8.closeCode == 1007)
     }
@@ -269,21 +273,24 @@ func parse(
     @Test func validUTF8BoundariesAreAccepted() {
         let text = "\u{7F}\u{80}\u{7FF}\u{800}\u{D7FF}\u{E000}\u{FFFF}\u{10000}\u{10FFFF}"
         let bytes = Array(text.utf8)
-        #expect(parse([0x81, UInt8(bytes.count)] + bytes) == .success([.message(opcode: .text, payload: bytes)]))
+        #expect(
+            parseWebSocketFrames([0x81, UInt8(bytes.count)] + bytes)
+                == .success([.message(opcode: .text, payload: bytes)])
+        )
         // Binary messages are not checked.
-        #expect(parse([0x82, 0x01, 0xFF]) == .success([.message(opcode: .binary, payload: [0xFF])]))
+        #expect(parseWebSocketFrames([0x82, 0x01, 0xFF]) == .success([.message(opcode: .binary, payload: [0xFF])]))
     }
 
     // MARK: Close frames
 
     /// 0x88 0x00: close without a payload reports no code.
     @Test func emptyCloseHasNoCode() {
-        #expect(parse([0x88, 0x00]) == .success([.close(code: nil, reason: "")]))
+        #expect(parseWebSocketFrames([0x88, 0x00]) == .success([.close(code: nil, reason: "")]))
     }
 
     /// 0x88 0x01 0x03: a 1-byte close payload cannot hold a code.
     @Test func oneByteClosePayloadIsRejected() {
-        #expect(parse([0x88, 0x01, 0x03]) == .failure(.invalidClosePayload))
+        #expect(parseWebSocketFrames([0x88, 0x01, 0x03]) == .failure(.invalidClosePayload))
     }
 
     @Test(
@@ -292,19 +299,26 @@ func parse(
     )
     func validCloseCodesAreAccepted(code: UInt16) {
         #expect(
-            parse([0x88, 0x02, UInt8(code >> 8), UInt8(code & 0xFF)]) == .success([.close(code: code, reason: "")])
+            parseWebSocketFrames([0x88, 0x02, UInt8(code >> 8), UInt8(code & 0xFF)])
+                == .success([.close(code: code, reason: "")])
         )
     }
 
     @Test(arguments: [0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535] as [UInt16])
     func invalidCloseCodesAreRejected(code: UInt16) {
-        #expect(parse([0x88, 0x02, UInt8(code >> 8), UInt8(code & 0xFF)]) == .failure(.invalidCloseCode(code)))
+        #expect(
+            parseWebSocketFrames([0x88, 0x02, UInt8(code >> 8), UInt8(code & 0xFF)])
+                == .failure(.invalidCloseCode(code))
+        )
     }
 
     /// 0x88 0x04 03E8 C3 28: code 1000 with a reason that is not UTF-8.
     @Test func closeReasonMustBeUTF8() {
-        #expect(parse([0x88, 0x04, 0x03, 0xE8, 0xC3, 0x28]) == .failure(.invalidUTF8))
-        #expect(parse([0x88, 0x05, 0x03, 0xE8, 0xC3, 0xA9, 0x21]) == .success([.close(code: 1000, reason: "é!")]))
+        #expect(parseWebSocketFrames([0x88, 0x04, 0x03, 0xE8, 0xC3, 0x28]) == .failure(.invalidUTF8))
+        #expect(
+            parseWebSocketFrames([0x88, 0x05, 0x03, 0xE8, 0xC3, 0xA9, 0x21])
+                == .success([.close(code: 1000, reason: "é!")])
+        )
     }
 
     // MARK: Lifecycle and memory
@@ -359,7 +373,7 @@ func parse(
             parser.append(stream[offset..<end])
             offset = end
             maxBuffered = max(maxBuffered, parser.bufferedByteCount)
-            count += try drainEvents(&parser).count
+            count += try drainWebSocketEvents(&parser).count
         }
         #expect(count == 100_000)
         #expect(maxBuffered <= 1002)
@@ -380,7 +394,7 @@ func parse(
             parser.append(stream[offset..<end])
             offset = end
             maxStorage = max(maxStorage, parser.storageByteCount)
-            for event in try drainEvents(&parser) {
+            for event in try drainWebSocketEvents(&parser) {
                 #expect(event == .message(opcode: .binary, payload: payload))
                 count += 1
             }
