@@ -184,7 +184,8 @@ public final class WebSocketClient {
             case .message(let opcode, let payload):
                 return (opcode, payload)
             case .ping(let data):
-                try self.sendFrame(.pong, data, deadline: .now + .seconds(5))
+                // A failed pong is not this call's failure: a close or EOF queued behind the ping tells more.
+                try? self.sendFrame(.pong, data, deadline: .now + .seconds(5))
             case .pong:
                 continue
             case .close(let code, let reason):

@@ -13,8 +13,9 @@ import HomebaseTransport
 public final class RelayServer: @unchecked Sendable {
     public static let relayPath = "/v1/relay"
     public static let subprotocol = "homebase-relay.v1"
-    /// How often connections are checked for auth deadlines, idleness and pings.
-    static let sweepInterval: Duration = .seconds(1)
+    /// How often connections are checked for auth deadlines, idleness and pings: every second, or a third of
+    /// the ping interval when that is shorter (tests use short intervals).
+    var sweepInterval: Duration { .milliseconds(min(1_000, Int(self.configuration.limits.pingIntervalMs / 3))) }
     /// How often expired stored frames are deleted and the mailbox gauges refreshed.
     static let maintenanceIntervalMs: UInt64 = 60_000
 
@@ -298,6 +299,8 @@ public final class RelayServer: @unchecked Sendable {
                     self.metrics.storedDelivered += 1
                     self.metrics.framesForwarded += 1
                     self.metrics.bytesForwarded += f.payload.count
+                    // Live frames sent between two STORE frames go out between them.
+                    if !c.deferred.isEmpty { self.flushDeferred(c) }
                 }
                 if c.queuedBytes > self.configuration.limits.outboundQueueMaxBytes {
                     c.perform(c.session!.outboundQueueOverflowed())
@@ -332,7 +335,7 @@ public final class RelayServer: @unchecked Sendable {
     // MARK: Timers
 
     private func scheduleSweep() {
-        _ = self.loop.scheduleTimer(after: Self.sweepInterval) { [self] in
+        _ = self.loop.scheduleTimer(after: self.sweepInterval) { [self] in
             self.sweep()
             if !self.shuttingDown { self.scheduleSweep() }
         }

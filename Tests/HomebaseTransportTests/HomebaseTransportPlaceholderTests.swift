@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseTransport
-
-@Suite struct HomebaseTransportPlaceholder {
-    @Test func moduleLoads() {}
-}
