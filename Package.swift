@@ -50,7 +50,8 @@ let package = Package(
         .executableTarget(name: "guest", dependencies: ["HomebaseRouter"]),
         .executableTarget(name: "conformance",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
-        .executableTarget(name: "ollama-emulator", dependencies: ["HomebaseCore", "HomebaseTransport"]),
+        .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
+        .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
@@ -60,6 +61,7 @@ let package = Package(
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
         .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
+        .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,57 @@
+/// Batches streamed text into `infer.chunk` messages so a fast model does not cost one relay frame per token,
+/// without delaying the first chunk (Protocol/messages.md §2, chunking).
+///
+/// Pure: the caller passes the time. The first text is emitted at once; later text is held until either
+/// `maxDelayMs` has passed since the last emitted chunk or `maxBytes` are pending.
+public struct ChunkCoalescer: Sendable {
+    public let maxDelayMs: UInt64
+    public let maxBytes: Int
+    private var pending = ""
+    private var pendingBytes = 0
+    private var lastEmitMs: UInt64?
+
+    public init(maxDelayMs: UInt64 = 30, maxBytes: Int = 1024) {
+        self.maxDelayMs = maxDelayMs
+        self.maxBytes = maxBytes
+    }
+
+    public enum Decision: Equatable, Sendable {
+        /// Send this text now.
+        case emit(String)
+        /// Hold; call `flushDue(nowMs:)` at this time if nothing else arrives.
+        case holdUntil(UInt64)
+        case none
+    }
+
+    public var hasPending: Bool { !self.pending.isEmpty }
+
+    public mutating func textArrived(_ text: String, nowMs: UInt64) -> Decision {
+        guard !text.isEmpty else { return .none }
+        self.pending += text
+        self.pendingBytes += text.utf8.count
+        guard let last = self.lastEmitMs else { return self.emit(nowMs: nowMs) }
+        if self.pendingBytes >= self.maxBytes || nowMs >= last + self.maxDelayMs { return self.emit(nowMs: nowMs) }
+        return .holdUntil(last + self.maxDelayMs)
+    }
+
+    /// The hold timer fired.
+    public mutating func flushDue(nowMs: UInt64) -> Decision {
+        guard self.hasPending, let last = self.lastEmitMs, nowMs >= last + self.maxDelayMs else {
+            return self.hasPending ? .holdUntil((self.lastEmitMs ?? nowMs) + self.maxDelayMs) : .none
+        }
+        return self.emit(nowMs: nowMs)
+    }
+
+    /// The stream ended: whatever is pending goes now.
+    public mutating func finish(nowMs: UInt64) -> Decision {
+        self.hasPending ? self.emit(nowMs: nowMs) : .none
+    }
+
+    private mutating func emit(nowMs: UInt64) -> Decision {
+        let text = self.pending
+        self.pending = ""
+        self.pendingBytes = 0
+        self.lastEmitMs = nowMs
+        return .emit(text)
+    }
+}

@@ -1,0 +1,69 @@
+/// The receiver's rules for an incoming envelope (Protocol/envelope.md §4), as pure checks.
+///
+/// A receiver runs them in this order: `checkHeader` (before spending CPU on the AEAD), open (crypto layer;
+/// failure is `.openFailed`), decode the plaintext (`.malformedPlaintext`), `checkEntitlement`, and last the
+/// replay check against its persisted set of seen `(sender, message_id)` (`.replay`), recording the id only
+/// once every other rule has passed. Every violation is a silent, counted drop.
+public struct EnvelopeReceiver: Sendable {
+    /// How far ahead of our clock a `sent_at` may be (clock skew between devices).
+    public static let maxFutureSkewMs: UInt64 = 5 * 60 * 1000
+
+    public let selfKey: PublicKey
+    /// Envelopes older than this are dropped; equals the relay's stored-frame lifetime, so anything a relay may
+    /// still deliver is accepted, and the seen-id set only has to remember this far back.
+    public let maxAgeMs: UInt64
+
+    public init(selfKey: PublicKey, maxAgeMs: UInt64 = RelayLimits().storedFrameLifetimeMs) {
+        self.selfKey = selfKey
+        self.maxAgeMs = maxAgeMs
+    }
+
+    /// Rules that need no key: version, recipient, sender, channel, time window.
+    public func checkHeader(_ header: EnvelopeHeader, deliveredBy relaySender: PublicKey, nowMs: UInt64)
+        throws(EnvelopeError)
+    {
+        guard header.version == EnvelopeHeader.version else { throw .unknownVersion }
+        guard header.recipient == self.selfKey else { throw .wrongRecipient }
+        guard header.sender == relaySender else { throw .senderMismatch }
+        if case .unknown = header.channel { throw .notEntitled }
+        guard header.sentAtMs <= nowMs &+ Self.maxFutureSkewMs else { throw .fromTheFuture }
+        guard nowMs <= header.sentAtMs || nowMs - header.sentAtMs <= self.maxAgeMs else { throw .expired }
+    }
+
+    /// Whether `sender` may use `channel` for a message of `messageType`.
+    public func checkEntitlement(channel: Channel, messageType: String, relation: SenderRelation)
+        throws(EnvelopeError)
+    {
+        switch channel {
+        case .syncDelta:
+            guard relation.isSibling || messageType == MessageType.pairRequest else { throw .notEntitled }
+        case .contact:
+            guard relation.isContact || messageType == MessageType.contactJoin else { throw .notEntitled }
+        case .unknown:
+            throw .notEntitled
+        }
+    }
+
+    /// The oldest `sent_at` a replay record must be kept for; older records can be pruned, because an
+    /// envelope that old is dropped as `.expired` before the replay check.
+    public func replayHorizonMs(nowMs: UInt64) -> UInt64 {
+        nowMs > self.maxAgeMs ? nowMs - self.maxAgeMs : 0
+    }
+}
+
+/// What the receiver knows about a sender, from its roster and contact list.
+public struct SenderRelation: Equatable, Sendable {
+    /// In this device's signed roster.
+    public var isSibling: Bool
+    /// A known contact (a guest the host has heard a join from or granted, or a host the guest has joined).
+    public var isContact: Bool
+
+    public init(isSibling: Bool, isContact: Bool) {
+        self.isSibling = isSibling
+        self.isContact = isContact
+    }
+
+    public static let stranger = SenderRelation(isSibling: false, isContact: false)
+    public static let sibling = SenderRelation(isSibling: true, isContact: false)
+    public static let contact = SenderRelation(isSibling: false, isContact: true)
+}

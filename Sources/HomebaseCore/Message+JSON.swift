@@ -1,0 +1,191 @@
+import FoundationEssentials
+
+/// Why a plaintext is not a protocol-v1 message. A receiver drops such a message (counted as
+/// `malformed_plaintext`); a host answering a request with a usable `id` may answer `bad_request`.
+public enum MessageDecodingError: Error, Equatable, Sendable {
+    /// Not a JSON object with a string `type`.
+    case notAMessage
+    /// The `type` is known but a required field is missing or has the wrong JSON type.
+    case invalidFields(type: String)
+    /// A base64 field does not decode.
+    case invalidBase64(field: String)
+}
+
+extension Message {
+    /// Decodes an unpadded or padded plaintext (trailing whitespace is accepted).
+    public init(json bytes: some Collection<UInt8>) throws(MessageDecodingError) {
+        let data = Data(bytes)
+        let decoder = JSONDecoder()
+        guard let probe = try? decoder.decode(TypeProbe.self, from: data) else { throw .notAMessage }
+        let type = probe.type
+        func decode<T: Decodable>(_: T.Type) throws(MessageDecodingError) -> T {
+            do { return try decoder.decode(T.self, from: data) } catch { throw .invalidFields(type: type) }
+        }
+        switch type {
+        case MessageType.inferRequest:
+            let w = try decode(InferRequestWire.self)
+            self = .inferRequest(InferRequest(
+                id: w.id, model: w.model, messages: w.messages, options: w.options ?? InferOptions(),
+                conversation: w.conversation, hasTools: w.tools?.isEmpty == false))
+        case MessageType.inferAccept: self = .inferAccept(try decode(InferAccept.self))
+        case MessageType.inferChunk: self = .inferChunk(try decode(InferChunk.self))
+        case MessageType.inferDone: self = .inferDone(try decode(InferDone.self))
+        case MessageType.inferError: self = .inferError(try decode(InferError.self))
+        case MessageType.inferCancel: self = .inferCancel(id: try decode(IDWire.self).id)
+        case MessageType.advert: self = .advert(try Self.signedBlob(try decode(SignedWire.self)))
+        case MessageType.advertRequest: self = .advertRequest
+        case MessageType.pairRequest:
+            let w = try decode(PairRequestWire.self)
+            self = .pairRequest(secret: w.secret, name: w.name)
+        case MessageType.pairAccept:
+            self = .pairAccept(roster: try Self.signedBlob(try decode(PairAcceptWire.self).roster))
+        case MessageType.pairReject: self = .pairReject(reason: try decode(ReasonWire.self).reason)
+        case MessageType.roster: self = .roster(try Self.signedBlob(try decode(SignedWire.self)))
+        case MessageType.modelChoice: self = .modelChoice(try decode(ModelChoice.self))
+        case MessageType.contactJoin: self = .contactJoin(name: try decode(NameWire.self).name)
+        case MessageType.contactGrant: self = .contactGrant(try Self.signedBlob(try decode(SignedWire.self)))
+        case MessageType.contactRevoke: self = .contactRevoke(reason: try decode(ReasonWire.self).reason)
+        case MessageType.contactLeave: self = .contactLeave
+        default: self = .unknown(type: type)
+        }
+    }
+
+    /// The message as compact JSON (unpadded; the sender pads with `EnvelopePadding.pad`).
+    public func jsonBytes() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        func enc<T: Encodable>(_ value: T) -> [UInt8] {
+            // Encoding our own value types cannot fail: every field is a string, number, bool or array of them.
+            do { return Array(try encoder.encode(value)) } catch { preconditionFailure("JSON encoding failed: \(error)") }
+        }
+        switch self {
+        case .inferRequest(let r):
+            return enc(InferRequestWire(
+                type: self.type, id: r.id, model: r.model, messages: r.messages, options: r.options,
+                conversation: r.conversation, tools: nil))
+        case .inferAccept(let a): return enc(Typed(type: self.type, body: a))
+        case .inferChunk(let c): return enc(Typed(type: self.type, body: c))
+        case .inferDone(let d): return enc(Typed(type: self.type, body: d))
+        case .inferError(let e): return enc(Typed(type: self.type, body: e))
+        case .inferCancel(let id): return enc(IDWire(type: self.type, id: id))
+        case .advert(let b), .roster(let b), .contactGrant(let b): return enc(SignedWire(type: self.type, blob: b))
+        case .advertRequest, .contactLeave: return enc(TypeProbe(type: self.type))
+        case .pairRequest(let secret, let name):
+            return enc(PairRequestWire(type: self.type, secret: secret, name: name))
+        case .pairAccept(let roster):
+            return enc(PairAcceptWire(type: self.type, roster: SignedWire(type: nil, blob: roster)))
+        case .pairReject(let reason), .contactRevoke(let reason): return enc(ReasonWire(type: self.type, reason: reason))
+        case .modelChoice(let m): return enc(Typed(type: self.type, body: m))
+        case .contactJoin(let name): return enc(NameWire(type: self.type, name: name))
+        case .unknown(let t): return enc(TypeProbe(type: t))
+        }
+    }
+
+    /// The padded plaintext a sender seals.
+    public func paddedPlaintext() -> [UInt8] { EnvelopePadding.pad(self.jsonBytes()) }
+
+    private static func signedBlob(_ w: SignedWire) throws(MessageDecodingError) -> SignedBlob {
+        guard let p = Data(base64Encoded: w.payload) else { throw .invalidBase64(field: "payload") }
+        guard let s = Data(base64Encoded: w.sig) else { throw .invalidBase64(field: "sig") }
+        return SignedBlob(payload: Array(p), signature: Array(s))
+    }
+}
+
+// MARK: Wire shapes
+
+private struct TypeProbe: Codable { var type: String }
+
+/// Encodes `{"type": …}` merged with the fields of `body`.
+private struct Typed<Body: Encodable>: Encodable {
+    var type: String
+    var body: Body
+    enum K: String, CodingKey { case type }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: K.self)
+        try c.encode(self.type, forKey: .type)
+        try self.body.encode(to: encoder)
+    }
+}
+
+private struct IDWire: Codable {
+    var type: String?
+    var id: String
+}
+
+private struct ReasonWire: Codable {
+    var type: String?
+    var reason: String
+}
+
+private struct NameWire: Codable {
+    var type: String?
+    var name: String
+}
+
+private struct PairRequestWire: Codable {
+    var type: String?
+    var secret: String
+    var name: String
+}
+
+private struct PairAcceptWire: Codable {
+    var type: String?
+    var roster: SignedWire
+}
+
+private struct SignedWire: Codable {
+    var type: String?
+    var payload: String
+    var sig: String
+    init(type: String?, blob: SignedBlob) {
+        self.type = type
+        self.payload = Data(blob.payload).base64EncodedString()
+        self.sig = Data(blob.signature).base64EncodedString()
+    }
+}
+
+/// Any JSON value, so a `tools` field of any shape can be detected without being interpreted.
+private enum AnyJSON: Codable {
+    case null, bool(Bool), number(Double), string(String), array([AnyJSON]), object([String: AnyJSON])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([AnyJSON].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: AnyJSON].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .number(let n): try c.encode(n)
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
+    }
+
+    var isEmpty: Bool {
+        switch self {
+        case .null: true
+        case .array(let a): a.isEmpty
+        case .object(let o): o.isEmpty
+        default: false
+        }
+    }
+}
+
+private struct InferRequestWire: Codable {
+    var type: String?
+    var id: String
+    var model: String
+    var messages: [ChatMessage]
+    var options: InferOptions?
+    var conversation: ConversationRef?
+    var tools: AnyJSON?
+}

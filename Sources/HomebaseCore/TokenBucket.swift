@@ -1,0 +1,27 @@
+/// A token bucket with time passed in (milliseconds), for per-connection rate limits.
+public struct TokenBucket: Sendable, Equatable {
+    public let ratePerSecond: Double
+    public let capacity: Double
+    public private(set) var tokens: Double
+    private var lastMs: UInt64
+
+    public init(ratePerSecond: Double, capacity: Double, nowMs: UInt64) {
+        precondition(ratePerSecond > 0 && capacity > 0, "a token bucket needs a positive rate and capacity")
+        self.ratePerSecond = ratePerSecond
+        self.capacity = capacity
+        self.tokens = capacity
+        self.lastMs = nowMs
+    }
+
+    /// Takes `cost` tokens if available. A cost larger than the capacity is allowed from a full bucket
+    /// (it leaves the bucket in debt), so one large frame is not refused forever.
+    public mutating func take(_ cost: Double, nowMs: UInt64) -> Bool {
+        if nowMs > self.lastMs {
+            self.tokens = min(self.capacity, self.tokens + Double(nowMs - self.lastMs) * self.ratePerSecond / 1000)
+            self.lastMs = nowMs
+        }
+        guard self.tokens >= min(cost, self.capacity) else { return false }
+        self.tokens -= cost
+        return true
+    }
+}

@@ -1,0 +1,88 @@
+import HomebaseCore
+
+/// What became of one message handed to the relay.
+public enum SendOutcome: Equatable, Sendable {
+    /// The relay's RECEIPT.
+    case receipt(ReceiptStatus)
+    /// There was no relay connection to send on (treat like RECEIPT 2: the peer cannot be reached now).
+    case notConnected
+
+    /// True when the message did not and will not reach its recipient.
+    public var isFailure: Bool {
+        switch self {
+        case .receipt(let s): s.isFailure
+        case .notConnected: true
+        }
+    }
+}
+
+/// One message received from a peer, after every receiver rule of Protocol/envelope.md §5 passed.
+public struct InboundMessage: Sendable, Equatable {
+    public var sender: PublicKey
+    public var channel: Channel
+    public var message: Message
+    public var sentAtMs: UInt64
+    public var messageID: [UInt8]
+
+    public init(sender: PublicKey, channel: Channel, message: Message, sentAtMs: UInt64, messageID: [UInt8]) {
+        self.sender = sender
+        self.channel = channel
+        self.message = message
+        self.sentAtMs = sentAtMs
+        self.messageID = messageID
+    }
+}
+
+/// Connection state changes of the messenger's relay link.
+public enum MessengerEvent: Sendable, Equatable {
+    /// Logged in to the relay; `stored` frames are about to be delivered.
+    case connected(stored: Int)
+    /// The relay connection ended (a reconnect follows unless the messenger was stopped).
+    case disconnected(closeCode: UInt16?)
+}
+
+/// The seam between node logic (Homebase, handset, guest, conformance) and the relay: sealed messages to and
+/// from peers by public key. The real implementation is `RelayMessenger`; tests use `LoopbackMessengerHub`.
+///
+/// Ordering: messages to one peer leave in the order `send` is called. Receipts are reported through the
+/// callback, on an arbitrary thread.
+public protocol PeerMessenger: AnyObject, Sendable {
+    /// This device's public key.
+    var publicKey: PublicKey { get }
+
+    /// Seals `message` to `peer` on `channel` and hands it to the relay (with STORE when `store`).
+    /// `onReceipt`, if given, is called once with the outcome.
+    func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
+              onReceipt: (@Sendable (SendOutcome) -> Void)?)
+
+    /// Messages from peers that passed every receiver rule, in arrival order. One consumer.
+    var inbound: AsyncStream<InboundMessage> { get }
+
+    /// Connection events. One consumer.
+    var events: AsyncStream<MessengerEvent> { get }
+
+    /// True while logged in to the relay.
+    var isConnected: Bool { get }
+}
+
+extension PeerMessenger {
+    /// Sends and waits for the relay's receipt.
+    public func sendAndWait(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool) async
+        -> SendOutcome
+    {
+        await withCheckedContinuation { continuation in
+            self.send(message, to: peer, channel: channel, store: store) { outcome in
+                continuation.resume(returning: outcome)
+            }
+        }
+    }
+
+    /// Sends without caring about the receipt.
+    public func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool) {
+        self.send(message, to: peer, channel: channel, store: store, onReceipt: nil)
+    }
+}
+
+/// Who a sender is to this device, for the channel entitlement rule. Provided by the node (its roster and
+/// contact list), read on every inbound envelope.
+public typealias RelationLookup = @Sendable (PublicKey) -> SenderRelation

@@ -1,1 +1,0 @@
-// HomebaseRouter module.

@@ -1,1 +1,0 @@
-// HomebaseService module.

@@ -1,1 +1,0 @@
-// HomebaseStore module.

@@ -1,0 +1,135 @@
+import HomebaseCore
+
+/// Envelope `message_id`s already accepted, per sender: replay protection (protocol-v1 §3).
+///
+/// Bounded two ways. The caller calls `prune(olderThanMs:)` with `now - window`, where the window is the
+/// oldest `sent_at` it accepts at all (the store lifetime); after that the table holds only ids a
+/// replay could still use. A flood of fresh messages is bounded by `maxRows`: past it the oldest rows
+/// are deleted first.
+///
+/// Forgetting an id must not turn a replay into a "new" message, so the store keeps a floor: after
+/// `prune(olderThanMs: t)` or a cap eviction of rows up to `sent_at = s`, any message with
+/// `sentAtMs < floor` (t, or s + 1) is reported as not new. That may also refuse a genuine but very old
+/// message, which the caller's window check would refuse anyway.
+public final class SeenMessageStore: Sendable {
+    /// Migration steps of namespace "seen". Append only.
+    static let migrations = [
+        """
+        CREATE TABLE seen_messages(
+            sender BLOB NOT NULL,
+            message_id BLOB NOT NULL,
+            sent_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (sender, message_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX seen_messages_by_sent_at ON seen_messages(sent_at_ms);
+        CREATE TABLE seen_state(
+            id INTEGER PRIMARY KEY CHECK (id = 0),
+            row_count INTEGER NOT NULL,
+            floor_ms INTEGER NOT NULL
+        );
+        INSERT INTO seen_state(id, row_count, floor_ms) VALUES (0, 0, 0);
+        CREATE TRIGGER seen_messages_inserted AFTER INSERT ON seen_messages BEGIN
+            UPDATE seen_state SET row_count = row_count + 1 WHERE id = 0;
+        END;
+        CREATE TRIGGER seen_messages_deleted AFTER DELETE ON seen_messages BEGIN
+            UPDATE seen_state SET row_count = row_count - 1 WHERE id = 0;
+        END;
+        """
+    ]
+
+    /// Default hard cap: 1,000,000 rows of about 70 bytes each, some 100 MB at worst.
+    public static let defaultMaxRows = 1_000_000
+    /// Rows deleted per transaction by `prune`, so a large prune never holds the write lock for long.
+    static let pruneBatch = 5_000
+
+    public let maxRows: Int
+    private let database: Database
+
+    public init(database: Database, maxRows: Int = SeenMessageStore.defaultMaxRows) throws {
+        precondition(maxRows > 0, "the seen-message cap must be positive")
+        self.database = database
+        self.maxRows = maxRows
+        try database.migrate(namespace: "seen", steps: Self.migrations)
+    }
+
+    /// Records `messageID` from `sender`. Returns true the first time; false for a replay, or for a
+    /// message older than the floor (see the type's docs), which the caller must drop either way.
+    public func insertIfNew(sender: PublicKey, messageID: [UInt8], sentAtMs: UInt64) throws -> Bool {
+        let maxRows = self.maxRows
+        let sentAt = Int64(storing: sentAtMs)
+        return try self.database.transaction { connection in
+            let state = try Self.state(connection)
+            guard sentAt >= state.floorMs else { return false }
+            try connection.execute(
+                "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
+                [.blob(sender.bytes), .blob(messageID), .integer(sentAt)]
+            )
+            guard connection.changes > 0 else { return false }
+            let overflow = state.rowCount + 1 - Int64(maxRows)
+            if overflow > 0 {
+                let newest = try connection.query(
+                    "SELECT max(sent_at_ms) FROM (SELECT sent_at_ms FROM seen_messages ORDER BY sent_at_ms LIMIT ?)",
+                    [.integer(overflow)]
+                )
+                let evictedUpTo = try newest.first?.int64(0) ?? sentAt
+                try connection.execute(
+                    """
+                    DELETE FROM seen_messages WHERE (sender, message_id) IN
+                        (SELECT sender, message_id FROM seen_messages ORDER BY sent_at_ms LIMIT ?)
+                    """,
+                    [.integer(overflow)]
+                )
+                try Self.raiseFloor(to: evictedUpTo == Int64.max ? Int64.max : evictedUpTo + 1, connection)
+            }
+            return true
+        }
+    }
+
+    /// Deletes ids of messages sent before `olderThanMs` and raises the floor to it; returns how many.
+    @discardableResult
+    public func prune(olderThanMs: UInt64) throws -> Int {
+        let cutoff = Int64(storing: olderThanMs)
+        var total = 0
+        while true {
+            let deleted = try self.database.transaction { connection in
+                try connection.execute(
+                    """
+                    DELETE FROM seen_messages WHERE (sender, message_id) IN
+                        (SELECT sender, message_id FROM seen_messages WHERE sent_at_ms < ? LIMIT ?)
+                    """,
+                    [.integer(cutoff), .integer(Int64(Self.pruneBatch))]
+                )
+                let deleted = connection.changes
+                try Self.raiseFloor(to: cutoff, connection)
+                return deleted
+            }
+            total += deleted
+            if deleted < Self.pruneBatch { return total }
+        }
+    }
+
+    /// Messages with `sentAtMs` below this are refused by `insertIfNew` (their ids may have been forgotten).
+    public func floorMs() throws -> UInt64 {
+        try self.database.withConnection { connection in
+            try UInt64(stored: Self.state(connection).floorMs, table: "seen_state", column: "floor_ms")
+        }
+    }
+
+    /// Ids currently held.
+    public func count() throws -> Int {
+        try self.database.withConnection { Int(try Self.state($0).rowCount) }
+    }
+
+    private struct State: Sendable { var rowCount: Int64, floorMs: Int64 }
+
+    private static func state(_ connection: DatabaseConnection) throws -> State {
+        guard let row = try connection.query("SELECT row_count, floor_ms FROM seen_state WHERE id = 0").first else {
+            throw StoreError.corruptRow(table: "seen_state", reason: "missing row")
+        }
+        return State(rowCount: try row.int64(0), floorMs: try row.int64(1))
+    }
+
+    private static func raiseFloor(to floorMs: Int64, _ connection: DatabaseConnection) throws {
+        try connection.execute("UPDATE seen_state SET floor_ms = max(floor_ms, ?) WHERE id = 0", [.integer(floorMs)])
+    }
+}

@@ -1,0 +1,117 @@
+import HomebaseCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads requests from one socket and runs the handler for each, on the connection's own thread.
+struct HTTPServerConnection {
+    let fd: Int32
+    let server: SimpleHTTPServer
+    private var parser: HTTPRequestHeadParser
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+
+    init(fd: Int32, server: SimpleHTTPServer) {
+        self.fd = fd
+        self.server = server
+        self.parser = HTTPRequestHeadParser(limits: server.configuration.headLimits)
+    }
+
+    mutating func run() {
+        while true {
+            let head: HTTPRequestHead
+            do {
+                guard let next = try self.readHead() else { return }
+                head = next
+            } catch {
+                self.refuse(status: error.status, message: "\(error)")
+                return
+            }
+            guard let body = self.readBody(head) else { return }
+            let writer = HTTPResponseWriter(
+                fd: self.fd, isHead: head.method == "HEAD", keepAlive: head.keepAlive, version: head.version)
+            self.server.handler(HTTPServerRequest(head: head, body: body), writer)
+            guard writer.completeExchange() else { return }
+        }
+    }
+
+    /// Reads until a full head is parsed; `nil` when the peer closed, the idle timeout passed or stop() ran.
+    private mutating func readHead() throws(HTTPParseError) -> HTTPRequestHead? {
+        while true {
+            if let head = try self.parser.next() { return head }
+            guard self.receive() else { return nil }
+        }
+    }
+
+    /// Receives once into the parser. False on EOF, error or idle timeout.
+    private mutating func receive() -> Bool {
+        guard ServerSocket.waitReadable(self.fd, timeoutMs: self.server.configuration.idleTimeoutMs) else {
+            return false
+        }
+        let n = self.readBuffer.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return false }
+        self.parser.append(self.readBuffer[0..<n])
+        return true
+    }
+
+    /// The request body (by Content-Length or chunked), or `nil` after answering an error or losing the peer.
+    private mutating func readBody(_ head: HTTPRequestHead) -> [UInt8]? {
+        let maxBody = self.server.configuration.maxBodyBytes
+        let length = head.contentLength ?? 0
+        if length > maxBody {
+            self.refuse(status: 413, message: "request body larger than \(maxBody) bytes")
+            return nil
+        }
+        let expectsContinue = head.header("Expect")?.lowercased() == "100-continue"
+        if head.isChunked {
+            if expectsContinue { _ = ServerSocket.sendAll(self.fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+            var decoder = HTTPChunkedDecoder(maxBodyBytes: maxBody)
+            decoder.append(self.parser.takeBuffered())
+            var body: [UInt8] = []
+            while true {
+                do {
+                    switch try decoder.next() {
+                    case .data(let piece):
+                        body += piece
+                        continue
+                    case .end:
+                        self.parser.append(decoder.takeBuffered())
+                        return body
+                    case nil:
+                        break
+                    }
+                } catch {
+                    self.refuse(status: error == .malformed("chunked body too large") ? 413 : 400, message: "\(error)")
+                    return nil
+                }
+                guard self.receive() else { return nil }
+                decoder.append(self.parser.takeBuffered())
+            }
+        }
+        guard length > 0 else { return [] }
+        if expectsContinue && self.parser.bufferedCount < length {
+            _ = ServerSocket.sendAll(self.fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        }
+        var body = self.parser.takeBuffered(maxBytes: length)
+        body.reserveCapacity(length)
+        while body.count < length {
+            guard self.receive() else { return nil }
+            body += self.parser.takeBuffered(maxBytes: length - body.count)
+        }
+        return body
+    }
+
+    /// Answers a protocol error and lets the connection close: after it the framing cannot be trusted.
+    private func refuse(status: Int, message: String) {
+        let bytes = HTTPResponseEncoder.response(
+            status: status,
+            headers: [
+                HTTPHeaderField(name: "Content-Type", value: "text/plain; charset=utf-8"),
+                HTTPHeaderField(name: "Connection", value: "close"),
+            ],
+            body: Array((message + "\n").utf8))
+        _ = ServerSocket.sendAll(self.fd, bytes)
+    }
+}

@@ -1,0 +1,180 @@
+import HomebaseCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes the response to one request: whole (`respond`) or streamed (`startStream`, `writeChunk`, `finish`).
+///
+/// Meant to be used from the handler's thread; calls are serialised by a lock anyway, so a second thread may
+/// call `abortConnection()`. Misuse (responding twice, writing a chunk before `startStream`) is a programming
+/// error and traps.
+public final class HTTPResponseWriter: Sendable {
+    private enum Phase: Sendable {
+        case idle
+        case streaming
+        case finished
+        case aborted
+    }
+
+    private struct State: Sendable {
+        var phase = Phase.idle
+        var clientGone = false
+        /// A stream was started; without chunked coding its end is the connection's end.
+        var streamed = false
+    }
+
+    private let fd: Int32
+    private let isHead: Bool
+    private let keepAlive: Bool
+    /// HTTP/1.0 clients cannot read chunked coding: their streams are raw bytes ended by closing.
+    private let chunked: Bool
+    private let state = Mutex(State())
+
+    init(fd: Int32, isHead: Bool, keepAlive: Bool, version: HTTPVersion) {
+        self.fd = fd
+        self.isHead = isHead
+        self.keepAlive = keepAlive
+        self.chunked = version != .http1_0
+    }
+
+    /// Sends a whole response with `Content-Length`. For HEAD requests the body is left out.
+    public func respond(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.state.withLock { state in
+            precondition(state.phase == .idle || state.phase == .aborted, "response already started")
+            guard state.phase == .idle else { return }
+            state.phase = .finished
+            let bytes = HTTPResponseEncoder.response(
+                status: status, headers: self.fields(headers), body: body, includeBody: !self.isHead)
+            if !ServerSocket.sendAll(self.fd, bytes) { state.clientGone = true }
+        }
+    }
+
+    /// Sends a whole response with a UTF-8 text body.
+    public func respond(status: Int, headers: [(String, String)] = [], body: String) {
+        self.respond(status: status, headers: headers, body: Array(body.utf8))
+    }
+
+    /// Sends the head of a streamed response (chunked transfer coding). Returns false if the client is gone.
+    @discardableResult
+    public func startStream(status: Int, headers: [(String, String)] = []) -> Bool {
+        self.state.withLock { state in
+            precondition(state.phase == .idle || state.phase == .aborted, "response already started")
+            guard state.phase == .idle else { return false }
+            state.phase = .streaming
+            state.streamed = true
+            var fields = self.fields(headers)
+            let head: [UInt8]
+            if self.chunked {
+                head = HTTPResponseEncoder.chunkedHead(status: status, headers: fields)
+            } else {
+                fields.removeAll { $0.name.lowercased() == "connection" }
+                fields.append(HTTPHeaderField(name: "Connection", value: "close"))
+                head = HTTPResponseEncoder.head(status: status, headers: fields)
+            }
+            if !ServerSocket.sendAll(self.fd, head) { state.clientGone = true }
+            if self.isHead { state.phase = .finished }
+            return !state.clientGone
+        }
+    }
+
+    /// Sends one piece of a streamed response (as one chunk). Returns false once the client has gone (EPIPE,
+    /// ECONNRESET) or the connection was aborted; the handler should then stop producing.
+    @discardableResult
+    public func writeChunk(_ bytes: [UInt8]) -> Bool {
+        self.state.withLock { state in
+            if state.phase == .finished && self.isHead { return true }
+            guard state.phase == .streaming else {
+                precondition(state.phase == .aborted, "writeChunk before startStream or after finish")
+                return false
+            }
+            guard !state.clientGone else { return false }
+            if bytes.isEmpty { return true }
+            let ok = ServerSocket.sendAll(self.fd, self.chunked ? HTTPResponseEncoder.chunk(bytes) : bytes)
+            if !ok { state.clientGone = true }
+            return ok
+        }
+    }
+
+    /// Ends a streamed response with the last chunk. Harmless after an abort or on a gone client.
+    public func finish() {
+        self.state.withLock { state in
+            guard state.phase == .streaming else { return }
+            state.phase = .finished
+            if self.chunked && !state.clientGone && !ServerSocket.sendAll(self.fd, HTTPResponseEncoder.lastChunk) {
+                state.clientGone = true
+            }
+        }
+    }
+
+    /// Drops the TCP connection now, mid-response if need be (fault injection). The peer sees the stream end
+    /// without its last chunk (an orderly FIN, so it still reads every byte sent before).
+    public func abortConnection() {
+        self.state.withLock { state in
+            guard state.phase != .aborted else { return }
+            state.phase = .aborted
+            state.clientGone = true
+            shutdown(self.fd, Int32(SHUT_RDWR))
+        }
+    }
+
+    /// True once a send failed, the connection was aborted, or a wait saw the client hang up.
+    public var isClientGone: Bool { self.state.withLock { $0.clientGone } }
+
+    /// Sleeps up to `timeoutMs` without spinning, returning early with `true` if the client hangs up (or the
+    /// server stops) meanwhile. Returns `false` when the full time passed with the client still there.
+    public func waitForDisconnect(timeoutMs: Int) -> Bool {
+        if self.isClientGone { return true }
+        let deadline = ContinuousClock.now + .milliseconds(max(0, timeoutMs))
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero { return false }
+            let ms = Int32(clamping: max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+            if ServerSocket.waitReadable(self.fd, timeoutMs: ms) {
+                if ServerSocket.peerClosed(self.fd) {
+                    self.state.withLock { $0.clientGone = true }
+                    return true
+                }
+                // The client sent more (a pipelined request): poll would keep firing, so just sleep the rest.
+                let rest = ContinuousClock.now.duration(to: deadline)
+                if rest > .zero { Thread_sleep(rest) }
+                return false
+            }
+        }
+    }
+
+    /// Called by the connection after the handler returned. Completes what the handler left open and says
+    /// whether the connection may serve another request.
+    func completeExchange() -> Bool {
+        let phase = self.state.withLock { $0.phase }
+        switch phase {
+        case .idle:
+            self.respond(status: 500, headers: [("Content-Type", "text/plain; charset=utf-8")], body: "no response\n")
+        case .streaming:
+            self.finish()
+        case .finished, .aborted:
+            break
+        }
+        return self.state.withLock { state in
+            state.phase == .finished && !state.clientGone && self.keepAlive && !(state.streamed && !self.chunked)
+        }
+    }
+
+    private func fields(_ headers: [(String, String)]) -> [HTTPHeaderField] {
+        var fields = headers.map { HTTPHeaderField(name: $0.0, value: $0.1) }
+        if !self.keepAlive && !fields.contains(where: { $0.name.lowercased() == "connection" }) {
+            fields.append(HTTPHeaderField(name: "Connection", value: "close"))
+        }
+        return fields
+    }
+}
+
+private func Thread_sleep(_ duration: Duration) {
+    let c = duration.components
+    var ts = timespec(tv_sec: Int(c.seconds), tv_nsec: Int(c.attoseconds / 1_000_000_000))
+    var rest = timespec()
+    while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
+}

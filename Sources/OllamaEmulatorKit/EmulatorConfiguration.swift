@@ -1,0 +1,35 @@
+import Foundation
+
+/// Everything `ollama-emulator` can be told on its command line.
+public struct EmulatorConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port: UInt16 = 11434
+    /// Installed models (`/api/tags`), in order.
+    public var models = ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"]
+    /// Models loaded at start (`/api/ps`), pinned until unloaded.
+    public var loaded: [String] = []
+    /// Models `/api/pull` can fetch besides the installed ones; pulling one installs it.
+    public var registry = [
+        "llama3.2:1b", "llama3.2:3b", "llama3.2:latest", "qwen2.5:0.5b", "qwen2.5:1.5b", "qwen2.5:7b",
+        "gemma3:1b", "gemma3:4b", "mistral:7b", "nomic-embed-text:latest",
+    ]
+    /// Generation speed. 200 tokens/s is a fast GPU; tests raise it.
+    public var tokensPerSecond = 200.0
+    /// Delay before the first token of every chat answer (prompt processing).
+    public var firstTokenMs = 0
+    /// Faults applied to every chat request.
+    public var fault = EmulatorFault()
+    /// What `/api/version` reports.
+    public var version = "0.32.6"
+    /// Stream `/v1/chat/completions` as servers up to v0.32.5 did (role in every delta, finish_reason on the
+    /// last content chunk, no empty-delta finish chunk).
+    public var legacyChunks = false
+    /// How long a model stays loaded after a request without `keep_alive` (Ollama's default is 5 minutes).
+    public var defaultKeepAlive: Duration = .seconds(300)
+    /// Pause between `/api/pull` progress lines (the real server re-emits about every 60 ms).
+    public var pullProgressIntervalMs = 20
+    /// The clock; tests can pin it.
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init() {}
+}

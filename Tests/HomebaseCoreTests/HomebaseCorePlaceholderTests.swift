@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseCore
-
-@Suite struct HomebaseCorePlaceholder {
-    @Test func moduleLoads() {}
-}

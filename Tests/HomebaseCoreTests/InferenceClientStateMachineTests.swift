@@ -1,0 +1,188 @@
+import Testing
+@testable import HomebaseCore
+
+@Suite struct InferenceClientStateMachineTests {
+    let t0: UInt64 = 1_000_000
+    let usage = Usage(promptTokens: 3, completionTokens: 4)
+
+    func accepted() -> InferenceClientStateMachine {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        _ = m.acceptReceived(model: "m", nowMs: t0 + 100)
+        return m
+    }
+
+    @Test func happyPath() {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        var a = m.acceptReceived(model: "qwen", nowMs: t0 + 5)
+        #expect(a == .accepted(model: "qwen"))
+        a = m.chunkReceived(seq: 0, text: "Hel", nowMs: t0 + 10)
+        #expect(a == .text("Hel"))
+        a = m.chunkReceived(seq: 1, text: "lo", nowMs: t0 + 20)
+        #expect(a == .text("lo"))
+        a = m.doneReceived(finishReason: "stop", usage: usage, chunks: 2)
+        #expect(a == .finished(finishReason: "stop", usage: usage))
+        a = m.chunkReceived(seq: 2, text: "late", nowMs: t0 + 30)
+        #expect(a == .none)
+        #expect(m.nextDeadlineMs == nil)
+    }
+
+    @Test func acceptWatchdogBoundary() {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        var a = m.timerFired(nowMs: t0 + 9_999)
+        #expect(a == .none)
+        a = m.timerFired(nowMs: t0 + 10_000)
+        #expect(a == .fail(.acceptTimeout, sendCancel: true))
+        a = m.acceptReceived(model: "m", nowMs: t0 + 10_001)
+        #expect(a == .none)
+    }
+
+    @Test func firstOutputWatchdogBoundary() {
+        var m = accepted()
+        #expect(m.nextDeadlineMs == t0 + 100 + 90_000)
+        var a = m.timerFired(nowMs: t0 + 100 + 89_999)
+        #expect(a == .none)
+        a = m.timerFired(nowMs: t0 + 100 + 90_000)
+        #expect(a == .fail(.firstOutputTimeout, sendCancel: true))
+    }
+
+    @Test func stallWatchdogBoundary() {
+        var m = accepted()
+        _ = m.chunkReceived(seq: 0, text: "a", nowMs: t0 + 1_000)
+        var a = m.timerFired(nowMs: t0 + 1_000 + 29_999)
+        #expect(a == .none)
+        _ = m.chunkReceived(seq: 1, text: "b", nowMs: t0 + 1_000 + 29_999)
+        a = m.timerFired(nowMs: t0 + 1_000 + 59_997)
+        #expect(a == .none)
+        a = m.timerFired(nowMs: t0 + 1_000 + 59_999)
+        #expect(a == .fail(.stall, sendCancel: true))
+        #expect(m.state == .failed(.stall))
+    }
+
+    @Test func doneWithoutChunksCountsAsFirstOutput() {
+        var m = accepted()
+        let a = m.doneReceived(finishReason: "length", usage: usage, chunks: 0)
+        #expect(a == .finished(finishReason: "length", usage: usage))
+    }
+
+    @Test(arguments: [ReceiptStatus.recipientOffline, .mailboxFull, .payloadTooLarge, .rateLimited, .badFlags, .unknown(77)])
+    func failingReceiptsFallBackAtOnce(status: ReceiptStatus) {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        let a = m.receiptReceived(status)
+        guard case .fail(let reason, true) = a else { Issue.record("\(a)"); return }
+        #expect((status == .recipientOffline) == (reason == .offline))
+        #expect(reason.label != "")
+    }
+
+    @Test func goodReceiptsChangeNothing() {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        var a = m.receiptReceived(.delivered)
+        #expect(a == .none)
+        a = m.receiptReceived(.stored)
+        #expect(a == .none)
+        #expect(m.nextDeadlineMs == t0 + 10_000)
+    }
+
+    @Test func seqGapFails() {
+        var m = accepted()
+        _ = m.chunkReceived(seq: 0, text: "a", nowMs: t0)
+        let a = m.chunkReceived(seq: 2, text: "c", nowMs: t0)
+        #expect(a == .fail(.seqGap(expected: 1, got: 2), sendCancel: true))
+    }
+
+    @Test func duplicateSeqFails() {
+        var m = accepted()
+        _ = m.chunkReceived(seq: 0, text: "a", nowMs: t0)
+        let a = m.chunkReceived(seq: 0, text: "a", nowMs: t0)
+        #expect(a == .fail(.seqGap(expected: 1, got: 0), sendCancel: true))
+    }
+
+    @Test func chunkBeforeAcceptFails() {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        guard case .fail(.seqGap, true) = m.chunkReceived(seq: 0, text: "a", nowMs: t0) else { Issue.record(); return }
+    }
+
+    @Test func countMismatchAtDoneFails() {
+        var m = accepted()
+        _ = m.chunkReceived(seq: 0, text: "a", nowMs: t0)
+        let a = m.doneReceived(finishReason: "stop", usage: usage, chunks: 3)
+        #expect(a == .fail(.countMismatch(expected: 3, got: 1), sendCancel: true))
+    }
+
+    @Test func errorFailsWithoutCancel() {
+        var m = accepted()
+        let a = m.errorReceived(code: "cache_miss", message: "x")
+        #expect(a == .fail(.error(code: "cache_miss", message: "x"), sendCancel: false))
+        #expect(FailureLabel.of(a) == "error:cache_miss")
+    }
+
+    @Test func relayLossFails() {
+        var m = accepted()
+        var a = m.relayLost()
+        #expect(a == .fail(.relayGone, sendCancel: true))
+        a = m.relayLost()
+        #expect(a == .none)
+    }
+
+    @Test func shortenedLadderForIntegrationTests() {
+        var m = InferenceClientStateMachine(sentAtMs: 0, watchdogs: .init(acceptMs: 50, firstOutputMs: 100, stallMs: 30))
+        #expect(m.nextDeadlineMs == 50)
+        _ = m.acceptReceived(model: "m", nowMs: 10)
+        #expect(m.nextDeadlineMs == 110)
+    }
+}
+
+enum FailureLabel {
+    static func of(_ a: InferenceClientStateMachine.Action) -> String? {
+        if case .fail(let r, _) = a { return r.label }
+        return nil
+    }
+}
+
+@Suite struct ChunkCoalescerTests {
+    @Test func firstTextGoesAtOnce() {
+        var c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100)
+        let d = c.textArrived("Hi", nowMs: 0)
+        #expect(d == .emit("Hi"))
+    }
+
+    @Test func laterTextIsHeldThenFlushed() {
+        var c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100)
+        _ = c.textArrived("a", nowMs: 0)
+        var d = c.textArrived("b", nowMs: 5)
+        #expect(d == .holdUntil(30))
+        d = c.textArrived("c", nowMs: 10)
+        #expect(d == .holdUntil(30))
+        d = c.flushDue(nowMs: 29)
+        #expect(d == .holdUntil(30))
+        d = c.flushDue(nowMs: 30)
+        #expect(d == .emit("bc"))
+        d = c.flushDue(nowMs: 100)
+        #expect(d == .none)
+    }
+
+    @Test func sizeForcesAnEmit() {
+        var c = ChunkCoalescer(maxDelayMs: 1000, maxBytes: 4)
+        _ = c.textArrived("x", nowMs: 0)
+        var d = c.textArrived("ab", nowMs: 1)
+        #expect(d == .holdUntil(1000))
+        d = c.textArrived("cd", nowMs: 2)
+        #expect(d == .emit("abcd"))
+    }
+
+    @Test func slowTokensAreNotDelayed() {
+        var c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100)
+        _ = c.textArrived("a", nowMs: 0)
+        let d = c.textArrived("b", nowMs: 50)
+        #expect(d == .emit("b"))
+    }
+
+    @Test func finishFlushesTheRest() {
+        var c = ChunkCoalescer()
+        _ = c.textArrived("a", nowMs: 0)
+        _ = c.textArrived("b", nowMs: 1)
+        var d = c.finish(nowMs: 2)
+        #expect(d == .emit("b"))
+        d = c.finish(nowMs: 3)
+        #expect(d == .none)
+    }
+}

@@ -1,0 +1,114 @@
+import FoundationEssentials
+import Testing
+@testable import HomebaseCore
+
+@Suite struct MessageTests {
+    static let samples: [Message] = [
+        .inferRequest(InferRequest(
+            id: "6f1c2a8e-1d2b-4c3d-9e8f-0a1b2c3d4e5f", model: "qwen2.5:7b",
+            messages: [ChatMessage(role: "user", content: "héllo \"there\"\n")],
+            options: InferOptions(temperature: 0.2, topP: 0.9, maxTokens: 64, stop: ["\n\n"], seed: 7),
+            conversation: ConversationRef(id: "c1", baseCount: 2, baseDigest: String(repeating: "ab", count: 32)))),
+        .inferAccept(InferAccept(id: "r1", model: "qwen2.5:7b")),
+        .inferChunk(InferChunk(id: "r1", seq: 3, text: " world")),
+        .inferDone(InferDone(id: "r1", finishReason: "stop", usage: Usage(promptTokens: 5, completionTokens: 9), chunks: 4)),
+        .inferError(InferError(id: "r1", code: .cacheMiss, message: "no such conversation")),
+        .inferCancel(id: "r1"),
+        .advert(SignedBlob(payload: Array("{\"v\":1}".utf8), signature: [UInt8](repeating: 9, count: 64))),
+        .advertRequest,
+        .pairRequest(secret: "s3cret", name: "phone"),
+        .pairAccept(roster: SignedBlob(payload: [1, 2, 3], signature: [4, 5])),
+        .pairReject(reason: "expired"),
+        .roster(SignedBlob(payload: [1], signature: [2])),
+        .modelChoice(ModelChoice(modelID: "qwen2.5:7b", vision: false, origin: "handset")),
+        .contactJoin(name: "Sam"),
+        .contactGrant(SignedBlob(payload: [7], signature: [8])),
+        .contactRevoke(reason: "revoked"),
+        .contactLeave,
+    ]
+
+    @Test(arguments: samples)
+    func roundTripsThroughJSON(_ m: Message) throws {
+        let json = m.jsonBytes()
+        #expect(try Message(json: json) == m)
+        #expect(try Message(json: m.paddedPlaintext()) == m)
+        #expect(m.paddedPlaintext().count % 256 == 0)
+    }
+
+    @Test func typeStringsAreTheWireNames() throws {
+        let j = String(decoding: Message.inferChunk(InferChunk(id: "x", seq: 0, text: "t")).jsonBytes(), as: UTF8.self)
+        #expect(j == #"{"id":"x","seq":0,"text":"t","type":"infer.chunk"}"#)
+        let d = String(decoding: Message.inferDone(InferDone(id: "x", finishReason: "length",
+            usage: Usage(promptTokens: 1, completionTokens: 2), chunks: 3)).jsonBytes(), as: UTF8.self)
+        #expect(d.contains(#""finish_reason":"length""#) && d.contains(#""prompt_tokens":1"#) && d.contains(#""chunks":3"#))
+    }
+
+    @Test func toolsAreDetectedNotInterpreted() throws {
+        let withTools = #"{"type":"infer.request","id":"1","model":"m","messages":[],"tools":[{"type":"function"}]}"#
+        let emptyTools = #"{"type":"infer.request","id":"1","model":"m","messages":[],"tools":[]}"#
+        let none = #"{"type":"infer.request","id":"1","model":"m","messages":[{"role":"user","content":"x"}]}"#
+        guard case .inferRequest(let r1) = try Message(json: Array(withTools.utf8)) else { Issue.record(); return }
+        #expect(r1.hasTools)
+        guard case .inferRequest(let r2) = try Message(json: Array(emptyTools.utf8)) else { Issue.record(); return }
+        #expect(!r2.hasTools)
+        guard case .inferRequest(let r3) = try Message(json: Array(none.utf8)) else { Issue.record(); return }
+        #expect(!r3.hasTools && r3.options == InferOptions())
+    }
+
+    @Test func stopMayBeOneString() throws {
+        let j = #"{"type":"infer.request","id":"1","model":"m","messages":[],"options":{"stop":"END"}}"#
+        guard case .inferRequest(let r) = try Message(json: Array(j.utf8)) else { Issue.record(); return }
+        #expect(r.options.stop == ["END"])
+    }
+
+    @Test(arguments: [
+        ("", MessageDecodingError.notAMessage),
+        ("[]", .notAMessage),
+        ("{\"type\":5}", .notAMessage),
+        ("{\"typ\":\"advert\"}", .notAMessage),
+        ("{\"type\":\"infer.chunk\",\"id\":\"x\",\"seq\":\"0\",\"text\":\"t\"}", .invalidFields(type: "infer.chunk")),
+        ("{\"type\":\"infer.request\",\"id\":\"x\"}", .invalidFields(type: "infer.request")),
+        ("{\"type\":\"advert\",\"payload\":\"***\",\"sig\":\"AA==\"}", .invalidBase64(field: "payload")),
+        ("{\"type\":\"roster\",\"payload\":\"AA==\",\"sig\":\"%%\"}", .invalidBase64(field: "sig")),
+        ("{\"type\":\"pair.request\",\"secret\":\"s\"", .notAMessage),
+        ("\u{FF}\u{FE}", .notAMessage),
+    ])
+    func malformedPlaintextsAreRejected(json: String, error: MessageDecodingError) {
+        #expect(throws: error) { _ = try Message(json: Array(json.utf8)) }
+    }
+
+    @Test func unknownTypesAreKept() throws {
+        #expect(try Message(json: Array(#"{"type":"future.thing","x":1}"#.utf8)) == .unknown(type: "future.thing"))
+    }
+
+    @Test func crosscheckAdvertMessageDecodes() throws {
+        struct Cross: Decodable {
+            struct Adv: Decodable { var payload_utf8: String; var sig: String; var message_json: [String: String] }
+            var advert_signed_by_a: Adv
+        }
+        let c = try Fixtures.load("crosscheck-v1.json", as: Cross.self).advert_signed_by_a
+        let json = try JSONEncoder().encode(c.message_json)
+        guard case .advert(let blob) = try Message(json: Array(json)) else { Issue.record(); return }
+        #expect(blob.payload == Array(c.payload_utf8.utf8))
+        #expect(blob.signature == unhex(c.sig))
+        let p = try #require(SignedPayloadJSON.decode(AdvertPayload.self, from: blob.payload))
+        #expect(p.seq == 7 && p.issuedAt == 1_764_400_000_000 && p.models.first?.contextLength == 32768)
+        #expect(p.models.first?.loaded == true && p.runtime.version == "0.12.3")
+    }
+
+    @Test func grantModelsAreStarOrAList() throws {
+        let host = PublicKey(bytes: [UInt8](repeating: 1, count: 32))!
+        let guest = PublicKey(bytes: [UInt8](repeating: 2, count: 32))!
+        let all = GrantPayload(host: host, guest: guest, models: .all, issuedAt: 1, expiresAt: nil)
+        let s = String(decoding: SignedPayloadJSON.encode(all), as: UTF8.self)
+        #expect(s.contains(#""models":"*""#) && !s.contains("expires_at"))
+        #expect(SignedPayloadJSON.decode(GrantPayload.self, from: SignedPayloadJSON.encode(all)) == all)
+        let some = GrantPayload(host: host, guest: guest, models: .only(["a"]), issuedAt: 1, expiresAt: 2)
+        #expect(SignedPayloadJSON.decode(GrantPayload.self, from: SignedPayloadJSON.encode(some)) == some)
+        #expect(some.models.allows("a") && !some.models.allows("b") && all.models.allows("zzz"))
+        let bad = Array(#"{"v":1,"host":"h","guest":"g","models":"all","issued_at":1}"#.utf8)
+        #expect(SignedPayloadJSON.decode(GrantPayload.self, from: bad) == nil)
+        let v2 = Array(#"{"v":2,"host":"h","guest":"g","models":"*","issued_at":1}"#.utf8)
+        #expect(SignedPayloadJSON.decode(GrantPayload.self, from: v2) == nil)
+    }
+}

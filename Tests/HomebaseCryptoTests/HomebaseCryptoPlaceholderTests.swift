@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseCrypto
-
-@Suite struct HomebaseCryptoPlaceholder {
-    @Test func moduleLoads() {}
-}

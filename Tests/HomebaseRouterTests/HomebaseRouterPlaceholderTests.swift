@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseRouter
-
-@Suite struct HomebaseRouterPlaceholder {
-    @Test func moduleLoads() {}
-}

@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseStore
-
-@Suite struct HomebaseStorePlaceholder {
-    @Test func moduleLoads() {}
-}

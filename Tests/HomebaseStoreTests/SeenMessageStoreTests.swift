@@ -1,0 +1,90 @@
+import HomebaseCore
+import Testing
+@testable import HomebaseStore
+
+@Suite struct SeenMessageStoreTests {
+    let alice = key(0xA1)
+    let bob = key(0xB0)
+    let t0: UInt64 = 1_700_000_000_000
+
+    private func id(_ n: UInt8) -> [UInt8] { [UInt8](repeating: n, count: 16) }
+
+    @Test func aReplayIsDetectedPerSender() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"))
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        // A replay with a changed sent_at is still a replay: the key is (sender, message_id).
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 5))
+        // The same id from another sender is a different message.
+        #expect(try seen.insertIfNew(sender: self.bob, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(try seen.count() == 2)
+    }
+
+    @Test func pruneDeletesOldIdsAndRaisesTheFloor() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"))
+        for i in 0..<10 {
+            let id = self.id(UInt8(i))
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: id, sentAtMs: self.t0 + UInt64(i)))
+        }
+        #expect(try seen.prune(olderThanMs: self.t0 + 4) == 4)
+        #expect(try seen.count() == 6)
+        #expect(try seen.floorMs() == self.t0 + 4)
+        // A pruned id is forgotten, but a replay of it is below the floor and still refused.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(0), sentAtMs: self.t0))
+        // Ids kept are still detected; new ones at or above the floor are accepted.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(4), sentAtMs: self.t0 + 4))
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(99), sentAtMs: self.t0 + 4))
+        // The floor never moves back.
+        #expect(try seen.prune(olderThanMs: self.t0) == 0)
+        #expect(try seen.floorMs() == self.t0 + 4)
+    }
+
+    @Test func pruneWorksPastOneBatch() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"))
+        let n = SeenMessageStore.pruneBatch + 3
+        for i in 0..<n {
+            let bytes = withUnsafeBytes(of: UInt32(i).bigEndian) { Array($0) }
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: bytes, sentAtMs: self.t0))
+        }
+        #expect(try seen.prune(olderThanMs: self.t0 + 1) == n)
+        #expect(try seen.count() == 0)
+    }
+
+    @Test func hardCapEvictsOldestFirstAndRefusesWhatItForgot() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 3)
+        for i in 0..<5 {
+            let id = self.id(UInt8(i))
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: id, sentAtMs: self.t0 + UInt64(i)))
+        }
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 2)
+        // Ids 0 and 1 were evicted; replaying them is refused by the floor, not accepted as new.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(0), sentAtMs: self.t0))
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1))
+        // Kept ids are still replays.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(4), sentAtMs: self.t0 + 4))
+        #expect(try seen.count() == 3)
+    }
+
+    @Test func stateSurvivesReopen() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        do {
+            let seen = try SeenMessageStore(database: Database(path: path))
+            #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+            try seen.prune(olderThanMs: self.t0 - 10)
+        }
+        let seen = try SeenMessageStore(database: Database(path: path))
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(try seen.floorMs() == self.t0 - 10)
+        #expect(try seen.count() == 1)
+    }
+
+    @Test func absurdTimestampsDoNotTrap() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 1)
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: UInt64.max))
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(2), sentAtMs: UInt64.max))
+        #expect(try seen.floorMs() == UInt64(Int64.max))
+        #expect(try seen.prune(olderThanMs: UInt64.max) == 0)
+    }
+}
