@@ -1,0 +1,143 @@
+/// One dispatched server-sent event.
+public struct SSEEvent: Sendable, Equatable {
+    /// The `event:` field, or `nil` when the event had none (the HTML spec then calls it "message").
+    /// Anthropic names every event (`message_start`, …); OpenAI and Ollama's `/v1` send none.
+    public var event: String?
+    /// The `data:` lines of the event joined with `\n` (OpenAI's stream ends with the data `[DONE]`).
+    public var data: String
+
+    public init(event: String?, data: String) {
+        self.event = event
+        self.data = data
+    }
+}
+
+/// Incremental `text/event-stream` parser: the subset of the HTML Living Standard §9.2.6 that model APIs use.
+///
+/// Feed bytes as they arrive with `append(_:)`; it returns the events completed so far. Lines end with `\r\n`,
+/// `\n` or `\r`, and a chunk boundary may fall anywhere, `\r\n` and UTF-8 sequences included. Fields:
+/// `event` sets the event name, each `data` line adds one line to the data, `id` sets `lastEventID`, and
+/// `retry` and unknown fields are ignored; lines starting with `:` are comments. A blank line dispatches the
+/// event, unless it has no `data` line (then the spec discards it). A leading byte-order mark is skipped.
+/// Invalid UTF-8 becomes U+FFFD rather than an error: the JSON inside is checked by its own decoder.
+///
+/// Memory is bounded: an event whose buffered bytes (current line, data so far, event name) exceed
+/// `maxEventBytes` throws `eventTooLarge`, and the parser stays failed, because the framing is lost.
+/// At end of stream an unfinished event is discarded, as the spec says; `hasPartialEvent` tells whether one was.
+public struct SSEParser: Sendable {
+    /// Why the stream cannot be parsed.
+    public enum Error: Swift.Error, Equatable, Sendable {
+        /// One event outgrew `maxEventBytes`; the stream is unusable from here on.
+        case eventTooLarge(limit: Int)
+    }
+
+    /// Largest event accepted, counting its event name, its data and the line being read.
+    public let maxEventBytes: Int
+    /// The last `id:` field seen (spec: kept across events, used to resume with `Last-Event-ID`).
+    public private(set) var lastEventID: String = ""
+
+    private var line: [UInt8] = []
+    private var eventName: [UInt8] = []
+    /// Data lines, each followed by `\n`; the final `\n` is dropped on dispatch (spec step "remove the last LF").
+    private var data: [UInt8] = []
+    private var lastWasCR = false
+    private var isFirstLine = true
+    private var failed = false
+
+    /// - Parameter maxEventBytes: largest event accepted. The default, 1 MiB, is far above any single chunk
+    ///   OpenAI, Anthropic or Ollama send, and bounds what a hostile server can make us hold.
+    public init(maxEventBytes: Int = 1024 * 1024) {
+        precondition(maxEventBytes > 0, "maxEventBytes must be positive")
+        self.maxEventBytes = maxEventBytes
+    }
+
+    /// Whether bytes of an event not yet dispatched are buffered (at end of stream: the stream was cut short).
+    public var hasPartialEvent: Bool { !self.line.isEmpty || !self.data.isEmpty || !self.eventName.isEmpty }
+
+    /// Appends `bytes` and returns the events they complete, in order.
+    public mutating func append<C: Collection>(_ bytes: C) throws(SSEParser.Error) -> [SSEEvent]
+    where C.Element == UInt8 {
+        guard !self.failed else { throw .eventTooLarge(limit: self.maxEventBytes) }
+        var events: [SSEEvent] = []
+        for byte in bytes {
+            if self.lastWasCR {
+                self.lastWasCR = false
+                if byte == UInt8(ascii: "\n") {
+                    continue  // second half of a `\r\n` whose `\r` already ended the line
+                }
+            }
+            switch byte {
+            case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
+                self.lastWasCR = byte == UInt8(ascii: "\r")
+                if let event = self.lineCompleted() {
+                    events.append(event)
+                }
+                try self.checkSize()
+            default:
+                self.line.append(byte)
+                try self.checkSize()
+            }
+        }
+        return events
+    }
+
+    private mutating func checkSize() throws(SSEParser.Error) {
+        guard self.line.count + self.data.count + self.eventName.count > self.maxEventBytes else { return }
+        self.failed = true
+        self.line = []
+        self.data = []
+        self.eventName = []
+        throw .eventTooLarge(limit: self.maxEventBytes)
+    }
+
+    /// Interprets `self.line` (spec: "process the line") and clears it; returns an event on a blank line.
+    private mutating func lineCompleted() -> SSEEvent? {
+        defer { self.line.removeAll(keepingCapacity: true) }
+        if self.isFirstLine {
+            self.isFirstLine = false
+            if self.line.starts(with: [0xEF, 0xBB, 0xBF]) {
+                self.line.removeFirst(3)
+            }
+        }
+        guard let first = self.line.first else { return self.dispatch() }
+        if first == UInt8(ascii: ":") {
+            return nil
+        }
+        let name: ArraySlice<UInt8>
+        var value: ArraySlice<UInt8>
+        if let colon = self.line.firstIndex(of: UInt8(ascii: ":")) {
+            name = self.line[..<colon]
+            value = self.line[(colon + 1)...]
+            if value.first == UInt8(ascii: " ") {
+                value = value.dropFirst()
+            }
+        } else {
+            name = self.line[...]
+            value = []
+        }
+        switch String(decoding: name, as: UTF8.self) {
+        case "event":
+            self.eventName = Array(value)
+        case "data":
+            self.data.append(contentsOf: value)
+            self.data.append(UInt8(ascii: "\n"))
+        case "id":
+            if !value.contains(0) {
+                self.lastEventID = String(decoding: value, as: UTF8.self)
+            }
+        default:
+            break  // `retry` and unknown fields: the spec ignores unknown ones, and we never reconnect by ourselves
+        }
+        return nil
+    }
+
+    private mutating func dispatch() -> SSEEvent? {
+        defer {
+            self.data.removeAll(keepingCapacity: true)
+            self.eventName.removeAll(keepingCapacity: true)
+        }
+        guard !self.data.isEmpty else { return nil }
+        let name = self.eventName.isEmpty ? nil : String(decoding: self.eventName, as: UTF8.self)
+        return SSEEvent(event: name, data: String(decoding: self.data.dropLast(), as: UTF8.self))
+    }
+}

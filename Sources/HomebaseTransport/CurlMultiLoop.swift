@@ -1,0 +1,187 @@
+internal import CCurl
+internal import CCurlShim
+import Foundation
+import Synchronization
+
+/// `curl_global_init` for the whole process, run once before the first handle is made (libcurl requires it
+/// before any other thread uses libcurl; a global `let` initializer runs exactly once, thread-safely).
+private let curlGlobalInit: Void = {
+    let code = curl_global_init(Int(CURL_GLOBAL_ALL))
+    precondition(code == CURLE_OK, "curl_global_init failed: \(code.rawValue)")
+}()
+
+/// The `CURLM *`, Sendable because the only call other threads make on it is `curl_multi_wakeup`, which
+/// libcurl documents as safe from any thread. Everything else happens on the loop thread.
+private struct MultiHandle: @unchecked Sendable {
+    let raw: UnsafeMutableRawPointer
+}
+
+/// One `curl_multi` handle driven by one dedicated thread: `curl_multi_perform`, `curl_multi_info_read`, then
+/// `curl_multi_poll` until the next socket event, timer or wakeup.
+///
+/// Other threads never touch a transfer's easy handle. They post work (start, cancel, resume) to the
+/// mutex-guarded inbox and call `curl_multi_wakeup`, which ends the poll at once: a cancel takes effect within
+/// milliseconds, where an xferinfo-callback abort waits up to a second on an idle connection
+/// (platform-notes.md §2). The multi handle's connection cache gives keep-alive reuse across requests.
+final class CurlMultiLoop: Sendable {
+    private struct Inbox {
+        var started: [CurlTransfer] = []
+        var cancelled: [CurlTransfer] = []
+        var resumed: [CurlTransfer] = []
+        var shuttingDown = false
+    }
+
+    /// Longest `curl_multi_poll` wait with nothing scheduled; only a backstop, wakeups and libcurl's own
+    /// timers end the wait sooner.
+    private static let maxPollMilliseconds: Int32 = 1000
+
+    private let multi: MultiHandle
+    private let inbox = Mutex(Inbox())
+
+    /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
+    init(maxConnections: Int) {
+        _ = curlGlobalInit
+        guard let raw = curl_multi_init() else {
+            fatalError("curl_multi_init failed: out of memory")
+        }
+        self.multi = MultiHandle(raw: raw)
+        // Ignoring the code: MAXCONNECTS takes any non-negative long, and a failure only costs reuse.
+        _ = ccurl_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, max(1, maxConnections))
+        let thread = Thread { [self] in self.run() }
+        thread.name = "homebase.http"
+        thread.start()
+    }
+
+    deinit {
+        // Last reference: the loop thread has exited (it holds one while it runs), so no easy handle remains.
+        curl_multi_cleanup(self.multi.raw)
+    }
+
+    // MARK: Any thread
+
+    /// Queues `transfer` to start; fails it with `cancelled` if the loop is shutting down (cannot happen
+    /// through `HTTPClient`, which shuts the loop down only from its deinit).
+    func start(_ transfer: CurlTransfer) {
+        let accepted = self.inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return false }
+            inbox.started.append(transfer)
+            return true
+        }
+        if accepted {
+            self.wake()
+        } else {
+            transfer.cancelRequested.store(true, ordering: .relaxed)
+            transfer.finish(error: .cancelled)  // never reached the loop thread, so this thread may finish it
+        }
+    }
+
+    /// Aborts `transfer` (it fails with `cancelled`); harmless if it already ended.
+    func cancel(_ transfer: CurlTransfer) {
+        transfer.cancelRequested.store(true, ordering: .relaxed)
+        self.inbox.withLock { $0.cancelled.append(transfer) }
+        self.wake()
+    }
+
+    /// Resumes `transfer` after the consumer drained its buffer.
+    func resume(_ transfer: CurlTransfer) {
+        self.inbox.withLock { $0.resumed.append(transfer) }
+        self.wake()
+    }
+
+    /// The client is gone: the thread ends once the transfers still running (streams being read) are done.
+    func shutdown() {
+        self.inbox.withLock { $0.shuttingDown = true }
+        self.wake()
+    }
+
+    private func wake() {
+        // Ignoring the code: it fails only for a bad handle, and ours lives as long as this object.
+        _ = curl_multi_wakeup(self.multi.raw)
+    }
+
+    // MARK: Loop thread
+
+    private func run() {
+        let multi = self.multi.raw
+        var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+
+        func remove(_ easy: UnsafeMutableRawPointer) -> CurlTransfer? {
+            guard let transfer = active.removeValue(forKey: easy) else { return nil }
+            _ = curl_multi_remove_handle(multi, easy)  // cannot fail for a handle we added
+            return transfer
+        }
+
+        while true {
+            let work = self.inbox.withLock { inbox in
+                defer {
+                    inbox.started = []
+                    inbox.cancelled = []
+                    inbox.resumed = []
+                }
+                return inbox
+            }
+            // The client is gone and nothing runs: no one can start another transfer, so the thread may end.
+            if work.shuttingDown && work.started.isEmpty && active.isEmpty {
+                return
+            }
+            for transfer in work.started {
+                if transfer.cancelRequested.load(ordering: .relaxed) {
+                    transfer.finish(error: .cancelled)
+                    continue
+                }
+                do {
+                    let easy = try transfer.makeEasyHandle()
+                    let code = curl_multi_add_handle(multi, easy)
+                    guard code == CURLM_OK else {
+                        let message = String(cString: curl_multi_strerror(code))
+                        transfer.finish(error: .transport(code: Int32(code.rawValue), message: message))
+                        continue
+                    }
+                    active[easy] = transfer
+                } catch {
+                    transfer.finish(error: error)
+                }
+            }
+            for transfer in work.cancelled {
+                if let easy = transfer.easy, let removed = remove(easy) {
+                    removed.finish(error: .cancelled)
+                }
+            }
+            for transfer in work.resumed {
+                guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
+                transfer.isPaused = false
+                transfer.lastActivity = .now
+                // May call the write callback right here with the held-back bytes (and pause again).
+                _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
+            }
+
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)  // errors surface per transfer through info_read
+            var queued: Int32 = 0
+            while let message = curl_multi_info_read(multi, &queued) {
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                // Read before removal: the message dies with curl_multi_remove_handle.
+                let code = message.pointee.data.result
+                remove(easy)?.finish(curlCode: code)
+            }
+
+            let now = ContinuousClock.now
+            var nextDeadline: ContinuousClock.Instant?
+            for (easy, transfer) in active {
+                guard let idle = transfer.request.idleTimeout, !transfer.isPaused else { continue }
+                let deadline = transfer.lastActivity + idle
+                if deadline <= now {
+                    transfer.fail(.timedOut)
+                    remove(easy)?.finish(error: .timedOut)
+                } else if nextDeadline.map({ deadline < $0 }) ?? true {
+                    nextDeadline = deadline
+                }
+            }
+            var timeout = Self.maxPollMilliseconds
+            if let nextDeadline {
+                timeout = Int32(min(Int(timeout), milliseconds(nextDeadline - now)))
+            }
+            _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+        }
+    }
+}

@@ -1,0 +1,359 @@
+internal import CCurl
+internal import CCurlShim
+import Synchronization
+
+/// One request in flight on a `CurlMultiLoop`: its easy handle, the head being parsed, and where results go.
+///
+/// `@unchecked Sendable` because it is built on the caller's thread, handed to the loop thread once through the
+/// loop's mutex, and from then on its mutable fields are touched only by the loop thread (in libcurl callbacks,
+/// which run inside `curl_multi_perform`/`curl_easy_pause` on that thread). What other threads touch is
+/// thread-safe by itself: `cancelRequested` is atomic, and the sinks guard their state with a mutex.
+final class CurlTransfer: @unchecked Sendable {
+    /// Where the result of the transfer goes.
+    enum Delivery {
+        /// `send(_:)`: the whole response, once.
+        case buffered(CurlResponseSink)
+        /// `stream(_:)`: the head as soon as it is complete, then the body in bounded pieces.
+        case streamed(CurlBodyChannel)
+    }
+
+    let request: HTTPRequest
+    let delivery: Delivery
+    /// Set by any thread that wants the transfer gone; the loop checks it before starting the transfer.
+    let cancelRequested = Atomic<Bool>(false)
+
+    // MARK: Loop thread only
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// libcurl writes its detailed message here (CURLOPT_ERRORBUFFER); must outlive the easy handle.
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private var status = 0
+    private var headers: [(String, String)] = []
+    private var headBytes = 0
+    private var headComplete = false
+    private var body: [UInt8] = []
+    /// A failure found by our own checks (size, idle time), which wins over the CURLcode it causes.
+    private var failure: HTTPClientError?
+    private var isFinished = false
+    /// Last time bytes arrived, or the transfer started or resumed: the idle timeout counts from here.
+    var lastActivity = ContinuousClock.now
+    /// The write callback returned CURL_WRITEFUNC_PAUSE and `curl_easy_pause(CONT)` has not been called since.
+    var isPaused = false
+
+    init(request: HTTPRequest, delivery: Delivery) {
+        self.request = request
+        self.delivery = delivery
+        self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    }
+
+    deinit {
+        // finish(...) normally did this already; this covers a transfer dropped before it was started.
+        if let easy = self.easy {
+            curl_easy_cleanup(easy)
+        }
+        curl_slist_free_all(self.headerList)
+        self.errorBuffer.deallocate()
+    }
+
+    // MARK: Setup
+
+    /// Creates and configures the easy handle (on the loop thread), ready for `curl_multi_add_handle`.
+    func makeEasyHandle() throws(HTTPClientError) -> UnsafeMutableRawPointer {
+        guard let easy = curl_easy_init() else {
+            throw .transport(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
+        }
+        self.easy = easy
+        self.lastActivity = .now
+        let request = self.request
+        let context = Unmanaged.passUnretained(self).toOpaque()
+
+        try self.check(ccurl_setopt_str(easy, CURLOPT_URL, request.url), "URL")
+        try self.check(ccurl_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "PROTOCOLS_STR")
+        // No signals: libcurl otherwise uses SIGALRM for DNS timeouts, which is unsafe in a threaded process.
+        try self.check(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "NOSIGNAL")
+        try self.check(ccurl_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "TCP_KEEPALIVE")
+        try self.check(ccurl_setopt_ptr(easy, CURLOPT_ERRORBUFFER, self.errorBuffer), "ERRORBUFFER")
+        try self.check(ccurl_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback), "WRITEFUNCTION")
+        try self.check(ccurl_setopt_ptr(easy, CURLOPT_WRITEDATA, context), "WRITEDATA")
+        try self.check(ccurl_setopt_data_cb(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback), "HEADERFUNCTION")
+        try self.check(ccurl_setopt_ptr(easy, CURLOPT_HEADERDATA, context), "HEADERDATA")
+        try self.check(
+            ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, milliseconds(request.connectTimeout)),
+            "CONNECTTIMEOUT_MS")
+        if let timeout = request.timeout {
+            try self.check(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, milliseconds(timeout)), "TIMEOUT_MS")
+        }
+        if case .buffered = self.delivery {
+            // Fails early when Content-Length is already too big; the write callback catches the rest.
+            try self.check(
+                ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)),
+                "MAXFILESIZE_LARGE")
+        }
+        if request.followRedirects {
+            try self.check(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1), "FOLLOWLOCATION")
+            try self.check(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, 10), "MAXREDIRS")
+            try self.check(ccurl_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "REDIR_PROTOCOLS")
+        }
+        if request.acceptCompressed {
+            // "" means every encoding this libcurl can decode.
+            try self.check(ccurl_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, ""), "ACCEPT_ENCODING")
+        }
+        if let caFile = request.caFile {
+            try self.check(ccurl_setopt_str(easy, CURLOPT_CAINFO, caFile), "CAINFO")
+        }
+        if request.insecureSkipVerify {
+            try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "SSL_VERIFYPEER")
+            try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "SSL_VERIFYHOST")
+        }
+        try self.configureMethodAndBody(easy)
+        try self.configureHeaders(easy)
+        return easy
+    }
+
+    private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer) throws(HTTPClientError) {
+        let method = self.request.method
+        guard !method.isEmpty, method.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw .invalidRequest("bad method \(method.debugDescription)")
+        }
+        if let body = self.request.body {
+            // The size first: COPYPOSTFIELDS copies that many bytes (else it would use strlen), so the Swift
+            // array need not outlive this call and may contain NULs.
+            try self.check(
+                ccurl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)), "POSTFIELDSIZE")
+            let code = body.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { chars in
+                    if let base = chars.baseAddress {
+                        ccurl_setopt_str(easy, CURLOPT_COPYPOSTFIELDS, base)
+                    } else {
+                        ccurl_setopt_str(easy, CURLOPT_COPYPOSTFIELDS, "")
+                    }
+                }
+            }
+            try self.check(code, "COPYPOSTFIELDS")
+        }
+        switch (method, self.request.body) {
+        case ("GET", nil):
+            try self.check(ccurl_setopt_long(easy, CURLOPT_HTTPGET, 1), "HTTPGET")
+        case ("HEAD", nil):
+            try self.check(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1), "NOBODY")
+        case ("POST", .some):
+            break  // POSTFIELDS already made it a POST
+        default:
+            try self.check(ccurl_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method), "CUSTOMREQUEST")
+        }
+    }
+
+    private func configureHeaders(_ easy: UnsafeMutableRawPointer) throws(HTTPClientError) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        var sawExpect = false
+        for (name, value) in self.request.headers {
+            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }),
+                value.utf8.allSatisfy({ $0 != 0 && $0 != 10 && $0 != 13 })
+            else {
+                curl_slist_free_all(list)
+                throw .invalidRequest("bad header \(name.debugDescription)")
+            }
+            sawExpect = sawExpect || name.lowercased() == "expect"
+            // libcurl drops "Name:" (empty value) and sends "Name;" as an empty header.
+            let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                throw .transport(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append")
+            }
+            list = appended
+        }
+        if !sawExpect && self.request.body != nil {
+            // libcurl would send `Expect: 100-continue` for larger bodies and then stall up to a second for
+            // servers that never answer it; our servers read the body anyway.
+            list = curl_slist_append(list, "Expect:") ?? list
+        }
+        self.headerList = list
+        if let list {
+            try self.check(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "HTTPHEADER")
+        }
+    }
+
+    private func check(_ code: CURLcode, _ option: String) throws(HTTPClientError) {
+        guard code != CURLE_OK else { return }
+        let message = "curl_easy_setopt(\(option)): " + String(cString: curl_easy_strerror(code))
+        if code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT {
+            throw .invalidRequest(message)
+        }
+        throw .transport(code: Int32(bitPattern: code.rawValue), message: message)
+    }
+
+    // MARK: libcurl callbacks (loop thread)
+
+    /// One header line, terminator included (libcurl always passes whole lines).
+    func headerLineReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
+        self.lastActivity = .now
+        var line = Substring(String(decoding: bytes, as: UTF8.self))
+        while let last = line.last, last.isNewline {  // "\r\n" is one Character
+            line.removeLast()
+        }
+        if line.hasPrefix("HTTP/") {
+            // A new head: the previous one was a 1xx interim response or a redirect being followed.
+            let parts = line.split(separator: " ", maxSplits: 2)
+            self.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            self.headers = []
+            self.headBytes = 0
+            self.headComplete = false
+            return bytes.count
+        }
+        if self.headComplete {
+            return bytes.count  // trailers after a chunked body: not part of the head
+        }
+        self.headBytes += bytes.count
+        guard self.headBytes <= HTTPClient.maxHeadBytes else {
+            self.failure = .responseTooLarge
+            return 0
+        }
+        if line.isEmpty {
+            let interim = (100..<200).contains(self.status)
+            let redirect = self.request.followRedirects && (300..<400).contains(self.status)
+                && self.headers.contains { $0.0 == "location" }
+            if !interim && !redirect {
+                self.headCompleted()
+            }
+        } else if line.first == " " || line.first == "\t" {
+            // Obsolete line folding (RFC 9112 §5.2): continues the previous value.
+            if !self.headers.isEmpty {
+                self.headers[self.headers.count - 1].1 += " " + line.trimmingSpaces()
+            }
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingSpaces().lowercased()
+            self.headers.append((name, line[line.index(after: colon)...].trimmingSpaces()))
+        }
+        return bytes.count
+    }
+
+    private func headCompleted() {
+        self.headComplete = true
+        if case .streamed(let channel) = self.delivery {
+            channel.headReceived(HTTPResponseHead(status: self.status, headers: self.headers))
+        }
+    }
+
+    /// A piece of the body. Returns how much was taken: all, 0 to abort, or CURL_WRITEFUNC_PAUSE.
+    func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
+        self.lastActivity = .now
+        if !self.headComplete {
+            self.headCompleted()  // e.g. an HTTP/1.0 server with no blank line seen: body bytes end the head
+        }
+        switch self.delivery {
+        case .buffered:
+            guard self.body.count + bytes.count <= self.request.maxResponseBytes else {
+                self.failure = .responseTooLarge
+                return 0
+            }
+            self.body.append(contentsOf: bytes)
+            return bytes.count
+        case .streamed(let channel):
+            switch channel.offer(bytes) {
+            case .accepted:
+                return bytes.count
+            case .full:
+                // libcurl keeps these bytes and hands them to us again after curl_easy_pause(CONT).
+                self.isPaused = true
+                return Int(CURL_WRITEFUNC_PAUSE)
+            case .consumerGone:
+                return 0
+            }
+        }
+    }
+
+    // MARK: Completion (loop thread)
+
+    /// Ends the transfer after it left the multi handle (or never joined it) and reports `curlCode`.
+    func finish(curlCode: CURLcode) {
+        var error: HTTPClientError?
+        if curlCode != CURLE_OK {
+            let detail = String(cString: self.errorBuffer)
+            let message = detail.isEmpty ? String(cString: curl_easy_strerror(curlCode)) : detail
+            error = Self.error(for: curlCode, message: message)
+        } else if self.status == 0 {
+            error = .transport(code: 8, message: "no HTTP status line in the response")  // CURLE_WEIRD_SERVER_REPLY
+        }
+        self.finish(error: error)
+    }
+
+    /// Ends the transfer with `error` (nil: success). Our own findings (cancel, size, idle) win over `error`,
+    /// because the CURLcode they provoke (write error, abort) says less.
+    func finish(error: HTTPClientError?) {
+        guard !self.isFinished else { return }
+        self.isFinished = true
+        if let easy = self.easy {
+            curl_easy_cleanup(easy)
+            self.easy = nil
+        }
+        curl_slist_free_all(self.headerList)
+        self.headerList = nil
+        let outcome: HTTPClientError?
+        if self.cancelRequested.load(ordering: .relaxed) {
+            outcome = .cancelled
+        } else {
+            outcome = self.failure ?? error
+        }
+        let head = HTTPResponseHead(status: self.status, headers: self.headers)
+        switch self.delivery {
+        case .buffered(let sink):
+            if let outcome {
+                sink.complete(.failure(outcome))
+            } else {
+                sink.complete(.success(HTTPResponse(head: head, body: self.body)))
+            }
+            self.body = []
+        case .streamed(let channel):
+            if outcome == nil && !self.headComplete {
+                channel.headReceived(head)  // HEAD requests and empty bodies may end without a body callback
+            }
+            channel.finish(error: outcome)
+        }
+    }
+
+    /// Marks the transfer as failed by our own check (idle timeout) before the loop removes it.
+    func fail(_ error: HTTPClientError) {
+        self.failure = self.failure ?? error
+    }
+
+    static func error(for code: CURLcode, message: String) -> HTTPClientError {
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return .connectFailed(message)
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timedOut
+        case CURLE_FILESIZE_EXCEEDED:
+            return .responseTooLarge
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            return .invalidRequest(message)
+        default:
+            return .transport(code: Int32(bitPattern: code.rawValue), message: message)
+        }
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingSpaces() -> String {
+        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}
+
+/// Whole milliseconds in `duration`, rounded up so that a tiny timeout never becomes 0 ("no timeout").
+func milliseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    return Int(max(1, min(ms, Int64(Int32.max))))
+}
+
+// Capture-free, so they convert to C function pointers; the transfer comes back through the user pointer,
+// kept alive by the loop's table of active transfers for as long as libcurl may call these.
+private let curlWriteCallback: ccurl_data_cb = { pointer, size, count, userdata in
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.bodyReceived(UnsafeRawBufferPointer(start: pointer, count: size * count))
+}
+
+private let curlHeaderCallback: ccurl_data_cb = { pointer, size, count, userdata in
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.headerLineReceived(UnsafeRawBufferPointer(start: pointer, count: size * count))
+}

@@ -1,0 +1,109 @@
+/// One HTTP request for `HTTPClient`: what to send, and the limits that end it.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, `HEAD`, `PUT`, `DELETE`, … (sent as given).
+    public var method: String
+    /// Absolute `http://` or `https://` URL; other schemes are refused.
+    public var url: String
+    /// Request headers in order, sent as given. A header with an empty value is sent empty (not dropped).
+    /// Names and values must not contain CR, LF or NUL, else the request fails with `invalidRequest`.
+    public var headers: [(String, String)]
+    /// Body, copied into libcurl when the transfer starts; `nil` sends none.
+    public var body: [UInt8]?
+    /// Longest wait for the TCP (and TLS) connection. Over it: `timedOut`.
+    public var connectTimeout: Duration
+    /// Longest the whole exchange may take, body included; `nil` for none (long streams). Over it: `timedOut`.
+    public var timeout: Duration?
+    /// Longest silence (no header or body bytes) once the request is sent; `nil` for none. Over it: `timedOut`.
+    /// Time the client spends paused because the stream's consumer is slow does not count.
+    public var idleTimeout: Duration?
+    /// Largest body `send(_:)` buffers; a bigger one fails with `responseTooLarge`. `stream(_:)` ignores it:
+    /// a stream holds at most `HTTPClient.streamBufferBytes` plus one libcurl chunk.
+    public var maxResponseBytes: Int
+    /// PEM file of CA certificates to trust instead of the system store (a self-signed server in tests).
+    public var caFile: String?
+    /// Skips TLS certificate and host name checks. Only for tests against a throwaway server.
+    public var insecureSkipVerify: Bool
+    /// Follows 3xx redirects (at most 10, http and https only). Off by default: a model API never redirects,
+    /// and following one would re-send the Authorization header to wherever it points.
+    public var followRedirects: Bool
+    /// Asks for gzip/deflate/br and decompresses. Off by default: compression delays small streamed chunks.
+    public var acceptCompressed: Bool
+
+    public init(
+        method: String = "GET",
+        url: String,
+        headers: [(String, String)] = [],
+        body: [UInt8]? = nil,
+        connectTimeout: Duration = .seconds(5),
+        timeout: Duration? = nil,
+        idleTimeout: Duration? = nil,
+        maxResponseBytes: Int = 16 * 1024 * 1024,
+        caFile: String? = nil,
+        insecureSkipVerify: Bool = false,
+        followRedirects: Bool = false,
+        acceptCompressed: Bool = false
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
+        self.idleTimeout = idleTimeout
+        self.maxResponseBytes = maxResponseBytes
+        self.caFile = caFile
+        self.insecureSkipVerify = insecureSkipVerify
+        self.followRedirects = followRedirects
+        self.acceptCompressed = acceptCompressed
+    }
+}
+
+/// Status line and headers of the final response (interim 1xx responses and followed redirects are dropped).
+public struct HTTPResponseHead: Sendable, Equatable {
+    /// Status code, e.g. 200.
+    public var status: Int
+    /// Headers in arrival order, names lowercased, values trimmed.
+    public var headers: [(String, String)]
+
+    public init(status: Int, headers: [(String, String)]) {
+        self.status = status
+        self.headers = headers
+    }
+
+    /// The first value of header `name` (any case), or `nil`.
+    public func header(_ name: String) -> String? {
+        let lowered = name.lowercased()
+        return self.headers.first { $0.0 == lowered }?.1
+    }
+
+    public static func == (lhs: HTTPResponseHead, rhs: HTTPResponseHead) -> Bool {
+        lhs.status == rhs.status && lhs.headers.elementsEqual(rhs.headers) { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+}
+
+/// A complete, buffered response.
+public struct HTTPResponse: Sendable {
+    public var head: HTTPResponseHead
+    public var body: [UInt8]
+
+    public init(head: HTTPResponseHead, body: [UInt8]) {
+        self.head = head
+        self.body = body
+    }
+}
+
+/// Why a request produced no (complete) response. An HTTP error status is not one of these: it is a response.
+public enum HTTPClientError: Error, Equatable, Sendable {
+    /// No connection: refused, unreachable, or the host name did not resolve. The message is libcurl's.
+    case connectFailed(String)
+    /// `connectTimeout`, `timeout` or `idleTimeout` ran out.
+    case timedOut
+    /// The caller's task was cancelled, the stream was dropped, or the client was shut down.
+    case cancelled
+    /// The body exceeded `maxResponseBytes` (or the head exceeded `HTTPClient.maxHeadBytes`).
+    case responseTooLarge
+    /// The request cannot be sent as given: a header with CR/LF/NUL, or a URL libcurl refuses.
+    case invalidRequest(String)
+    /// Any other libcurl failure (TLS, protocol error, connection reset, …): its `CURLcode` and message.
+    case transport(code: Int32, message: String)
+}

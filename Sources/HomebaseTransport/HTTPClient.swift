@@ -1,0 +1,73 @@
+/// The HTTP client for every model API (Ollama now, OpenAI and Anthropic later), over libcurl.
+///
+/// One client runs one `curl_multi` handle on one dedicated thread, so transfers run concurrently and share a
+/// cache of kept-alive connections. Make one client and share it; it is `Sendable`. Dropping the client lets
+/// transfers still running (a stream being read) finish; the thread and the idle connections go after them.
+///
+/// Cancelling the awaiting task, or dropping a body stream, aborts the transfer within milliseconds: the loop
+/// thread is woken (`curl_multi_wakeup`) instead of waiting for libcurl's next progress callback.
+public final class HTTPClient: Sendable {
+    /// Bytes a streamed body may buffer for a slow consumer before the transfer pauses (TCP then pushes
+    /// back on the server). Big enough that a consumer keeping up never causes a pause.
+    public static let streamBufferBytes = 256 * 1024
+    /// Largest response head (status line and headers) accepted, in bytes; over it: `responseTooLarge`.
+    public static let maxHeadBytes = 64 * 1024
+
+    private let loop: CurlMultiLoop
+
+    /// - Parameter maxIdleConnections: connections kept open for reuse after their transfer ends
+    ///   (CURLMOPT_MAXCONNECTS). Does not limit concurrent transfers.
+    public init(maxIdleConnections: Int = 16) {
+        self.loop = CurlMultiLoop(maxConnections: maxIdleConnections)
+    }
+
+    deinit {
+        self.loop.shutdown()
+    }
+
+    /// Sends `request` and returns the whole response, body buffered (at most `request.maxResponseBytes`).
+    ///
+    /// Any status is a response, 4xx and 5xx included.
+    /// - Throws: `HTTPClientError`: `connectFailed`, `timedOut`, `cancelled` (the task was cancelled),
+    ///   `responseTooLarge`, `invalidRequest` or `transport`.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let sink = CurlResponseSink()
+        let transfer = CurlTransfer(request: request, delivery: .buffered(sink))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                sink.wait(continuation)
+                self.loop.start(transfer)
+            }
+        } onCancel: {
+            self.loop.cancel(transfer)
+        }
+    }
+
+    /// Sends `request` and returns the final response head as soon as it arrives, with the body as a stream
+    /// of byte pieces as they arrive (feed them to `LineSplitter` or `SSEParser`).
+    ///
+    /// Cancelling the consuming task, or dropping the stream, aborts the transfer at once. The stream is
+    /// bounded: while more than `streamBufferBytes` wait unread, the transfer pauses. Each element is
+    /// everything that arrived since the previous one. `maxResponseBytes` does not apply; `idleTimeout`
+    /// (not counting paused time) and `timeout` do, and end the stream with `timedOut`.
+    /// - Throws: before the head, as `send(_:)`; later errors end the stream.
+    public func stream(
+        _ request: HTTPRequest
+    ) async throws -> (HTTPResponseHead, AsyncThrowingStream<[UInt8], Error>) {
+        let channel = CurlBodyChannel(highWaterBytes: Self.streamBufferBytes)
+        let transfer = CurlTransfer(request: request, delivery: .streamed(channel))
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                channel.waitForHead(continuation)
+                self.loop.start(transfer)
+            }
+        } onCancel: {
+            self.loop.cancel(transfer)
+        }
+        let reader = CurlBodyReader(loop: self.loop, transfer: transfer, channel: channel)
+        // Pull-based: each `next()` takes from the bounded channel. The closure owns the reader, so when the
+        // stream is dropped (or its task cancelled, which releases the closure) the reader's deinit aborts.
+        let body = AsyncThrowingStream<[UInt8], Error>(unfolding: { try await reader.next() })
+        return (head, body)
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import HomebaseCore
+import Testing
+
+@testable import HomebaseTransport
+
+@Suite(.timeLimit(.minutes(1)))
+struct HTTPClientStreamingTests {
+    @Test func sseChunksArriveAsTheServerSendsThem() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let start = ContinuousClock.now
+        let (head, body) = try await HTTPClient().stream(HTTPRequest(url: server.url("/sse")))
+        #expect(head.status == 200)
+        #expect(head.header("content-type") == "text/event-stream")
+        var parser = SSEParser()
+        var events: [SSEEvent] = []
+        var firstChunkAt: Duration?
+        for try await chunk in body {
+            firstChunkAt = firstChunkAt ?? ContinuousClock.now - start
+            events += try parser.append(chunk)
+        }
+        let total = ContinuousClock.now - start
+        // Five events 100 ms apart: buffering the body would put the first chunk at the end.
+        #expect(firstChunkAt! < .milliseconds(250), "first chunk after \(firstChunkAt!)")
+        #expect(total >= .milliseconds(450), "whole stream took \(total)")
+        #expect(events.map(\.data) == (0..<5).map { #"{"n":\#($0)}"# } + ["[DONE]"])
+    }
+
+    @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let request = HTTPRequest(
+            method: "POST", url: server.url("/api/chat"), headers: [("Content-Type", "application/json")],
+            body: Array(#"{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}"#.utf8),
+            idleTimeout: .seconds(5))
+        let (head, body) = try await HTTPClient().stream(request)
+        #expect(head.header("content-type") == "application/x-ndjson")
+        var splitter = LineSplitter()
+        var content = ""
+        var done = false
+        for try await chunk in body {
+            for line in try splitter.append(chunk) {
+                let object = try json(line)
+                content += (object["message"] as? [String: Any])?["content"] as? String ?? ""
+                done = object["done"] as? Bool ?? false
+            }
+        }
+        #expect(try splitter.finish() == nil)
+        #expect(content == "The sky is blue")
+        #expect(done)
+    }
+
+    @Test func errorStatusStillStreamsItsBody() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let (head, body) = try await HTTPClient().stream(HTTPRequest(url: server.url("/error")))
+        var bytes: [UInt8] = []
+        for try await chunk in body { bytes += chunk }
+        #expect(head.status == 500)
+        #expect(try json(bytes)["error"] as? String == "model 'x' crashed")
+    }
+
+    @Test func cancellingTheConsumerAbortsAnIdleStreamAtOnce() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let firstChunk = AsyncStream<Void>.makeStream()
+        let task = Task {
+            let (_, body) = try await client.stream(HTTPRequest(url: server.url("/infinite")))
+            for try await _ in body { firstChunk.continuation.yield() }
+        }
+        for await _ in firstChunk.stream { break }
+        // The server ticks every 250 ms: the connection is idle when we cancel, which is where libcurl's
+        // progress callback alone would take up to a second to notice.
+        try await Task.sleep(for: .milliseconds(50))
+        let start = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: HTTPClientError.cancelled) { try await task.value }
+        let latency = ContinuousClock.now - start
+        print("HTTPClient stream cancel latency: \(latency)")
+        #expect(latency < .milliseconds(200))
+        // And the transfer is really gone: the server's next write finds the connection closed.
+        #expect(try await server.waitForStat(client, "closed", atLeast: 1, within: .seconds(3)) == 1)
+    }
+
+    @Test func cancellingBeforeTheHeadAbortsAtOnce() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let task = Task { try await client.stream(HTTPRequest(url: server.url("/silent"))) }
+        try await Task.sleep(for: .milliseconds(150))
+        let start = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: HTTPClientError.cancelled) { try await task.value }
+        #expect(ContinuousClock.now - start < .milliseconds(200))
+    }
+
+    @Test func droppingTheStreamAbortsTheTransfer() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        do {
+            let (head, _) = try await client.stream(HTTPRequest(url: server.url("/infinite")))
+            #expect(head.status == 200)
+        }
+        #expect(try await server.waitForStat(client, "closed", atLeast: 1, within: .seconds(3)) == 1)
+    }
+
+    @Test func slowConsumerPausesTheTransferInsteadOfBuffering() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let (_, body) = try await client.stream(HTTPRequest(url: server.url("/firehose")))
+        var iterator = body.makeAsyncIterator()
+        var received = 0
+        for _ in 0..<3 {
+            let chunk = try await iterator.next()
+            #expect(chunk!.count <= HTTPClient.streamBufferBytes + 64 * 1024)
+            received += chunk!.count
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        // Unpaused, the client would swallow hundreds of MiB in these 450 ms; paused, the server is held to
+        // what the socket buffers and our bounded buffer take (a few MiB on loopback).
+        let sent = try await server.stats(client)["firehose_bytes"] ?? 0
+        #expect(sent < 32 * 1024 * 1024, "server wrote \(sent) bytes while we read \(received)")
+        // A paused transfer resumes and keeps flowing once the consumer reads again.
+        var more = 0
+        while more < 8 * 1024 * 1024, let chunk = try await iterator.next() { more += chunk.count }
+        #expect(more >= 8 * 1024 * 1024)
+    }
+
+    @Test func twentyConcurrentStreamsTakeAboutAsLongAsOne() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let start = ContinuousClock.now
+        let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    let (_, body) = try await client.stream(HTTPRequest(url: server.url("/sse")))
+                    var parser = SSEParser()
+                    var count = 0
+                    for try await chunk in body { count += try parser.append(chunk).count }
+                    return count
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(counts == Array(repeating: 6, count: 20))
+        // One stream takes 500 ms (measured alone: 0.52 s for all twenty); one after another, twenty would
+        // take 10 s. The slack is for the other suites running in parallel on two cores.
+        print("HTTPClient 20 concurrent 500 ms streams took \(elapsed)")
+        #expect(elapsed < .milliseconds(1500), "took \(elapsed)")
+    }
+
+    @Test func streamToAClosedPortThrowsBeforeTheHead() async throws {
+        let client = HTTPClient()
+        await #expect(throws: HTTPClientError.self) {
+            _ = try await client.stream(HTTPRequest(url: "http://127.0.0.1:1/", connectTimeout: .seconds(1)))
+        }
+    }
+}
