@@ -1,0 +1,47 @@
+import HomebaseCore
+import HomebaseCrypto
+import Testing
+@testable import HomebaseRouter
+
+@Suite struct GrantVerifierTests {
+    static let host = try! SigningSecretKey(seed: [UInt8](repeating: 3, count: 32))
+    static let guest = try! SigningSecretKey(seed: [UInt8](repeating: 4, count: 32))
+    static let stranger = try! SigningSecretKey(seed: [UInt8](repeating: 5, count: 32))
+
+    static func payload(host: PublicKey = Self.host.publicKey, guest: PublicKey = Self.guest.publicKey,
+                        expiresAt: UInt64? = 2_000) -> [UInt8] {
+        SignedPayloadJSON.encode(GrantPayload(host: host, guest: guest, models: .only(["llama3.1:70b"]),
+                                              issuedAt: 1_000, expiresAt: expiresAt))
+    }
+
+    var verifier: GrantVerifier { GrantVerifier(selfKey: Self.guest.publicKey) }
+
+    @Test func aGoodGrantVerifies() throws {
+        let payload = Self.payload()
+        let sig = Self.host.sign(payload, context: SignatureContext.grant)
+        let grant = try #require(self.verifier.verify(SignedBlob(payload: payload, signature: sig),
+                                                      from: Self.host.publicKey))
+        #expect(grant.host == Self.host.publicKey && grant.guest == Self.guest.publicKey)
+        #expect(grant.models.allows("llama3.1:70b") && !grant.models.allows("other"))
+        #expect(grant.isInForce(nowMs: 1_999) && !grant.isInForce(nowMs: 2_000))
+    }
+
+    @Test func wrongContextForgedSignatureAndWrongAddressingAreRejected() {
+        let payload = Self.payload()
+        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.host.sign(payload, context: SignatureContext.advert),
+                                            sender: Self.host.publicKey) == nil)
+        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.stranger.sign(payload, context: SignatureContext.grant),
+                                            sender: Self.host.publicKey) == nil)
+        // Signed by the stranger but naming the host: host != sender.
+        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.stranger.sign(payload, context: SignatureContext.grant),
+                                            sender: Self.stranger.publicKey) == nil)
+        // A grant for someone else.
+        let other = Self.payload(guest: Self.stranger.publicKey)
+        #expect(self.verifier.verifiedGrant(payload: other, signature: Self.host.sign(other, context: SignatureContext.grant),
+                                            sender: Self.host.publicKey) == nil)
+        // Garbage, even when validly signed.
+        let junk = Array("{\"v\":1,\"host\":\"zz\"}".utf8)
+        #expect(self.verifier.verifiedGrant(payload: junk, signature: Self.host.sign(junk, context: SignatureContext.grant),
+                                            sender: Self.host.publicKey) == nil)
+    }
+}
