@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
-        .testTarget(name: "RelayServiceTests", dependencies: ["RelayService"]),
+        .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
         .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),

@@ -68,6 +68,23 @@ public protocol Mailbox: Sendable {
     func expire(nowMs: UInt64) throws -> Int
     /// Totals over all recipients, for `/metrics`; `mailboxes` counts recipients holding at least one frame.
     func totalDepth() throws -> (frames: Int, bytes: Int, mailboxes: Int)
+    /// Stores several frames at once (group commit: one durable write for all of them). Results are in the
+    /// order of `items`; each is what `enqueue` would have returned at that point. Durable when it returns.
+    func enqueueBatch(_ items: [MailboxItem], nowMs: UInt64) throws -> [MailboxEnqueueResult]
+    /// Frames `pending` would return for `recipient` (expired ones excluded): READY's `stored` count.
+    func pendingCount(recipient: PublicKey, nowMs: UInt64) throws -> Int
+}
+
+/// One frame to store with `enqueueBatch`.
+public struct MailboxItem: Sendable, Equatable {
+    public var recipient: PublicKey
+    public var sender: PublicKey
+    public var payload: [UInt8]
+    public init(recipient: PublicKey, sender: PublicKey, payload: [UInt8]) {
+        self.recipient = recipient
+        self.sender = sender
+        self.payload = payload
+    }
 }
 
 extension MailboxLimits {

@@ -114,4 +114,12 @@ public final class MemoryMailbox: Mailbox {
         }
         return low
     }
+
+    public func enqueueBatch(_ items: [MailboxItem], nowMs: UInt64) throws -> [MailboxEnqueueResult] {
+        try items.map { try self.enqueue(recipient: $0.recipient, sender: $0.sender, payload: $0.payload, nowMs: nowMs) }
+    }
+
+    public func pendingCount(recipient: PublicKey, nowMs: UInt64) throws -> Int {
+        try self.pending(recipient: recipient, after: 0, limit: Int.max, nowMs: nowMs).count
+    }
 }

@@ -56,32 +56,59 @@ public final class SQLiteMailbox: Mailbox {
     {
         let limits = self.limits
         return try self.database.transaction { connection in
-            var depth = try Self.depth(recipient, connection)
-            if !limits.admits(frames: depth.frames, bytes: depth.bytes, payloadBytes: payload.count) {
-                // Only a full mailbox pays for sweeping its own expired frames (at most maxFrames rows through
-                // the recipient index), so expired frames never keep a recipient full between sweeps.
-                try connection.execute(
-                    "DELETE FROM mailbox_frames WHERE recipient = ? AND expires_at_ms <= ?",
-                    [.blob(recipient.bytes), .integer(Int64(storing: nowMs))]
-                )
-                guard connection.changes > 0 else { return .mailboxFull }
-                depth = try Self.depth(recipient, connection)
-                guard limits.admits(frames: depth.frames, bytes: depth.bytes, payloadBytes: payload.count) else {
-                    return .mailboxFull
-                }
-            }
-            try connection.execute(
-                """
-                INSERT INTO mailbox_frames(recipient, sender, payload, payload_bytes, stored_at_ms, expires_at_ms)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """,
-                [
-                    .blob(recipient.bytes), .blob(sender.bytes), .blob(payload), .integer(Int64(payload.count)),
-                    .integer(Int64(storing: nowMs)), .integer(Int64(storing: limits.expiry(storedAtMs: nowMs))),
-                ]
-            )
-            return .stored(deliveryID: UInt64(connection.lastInsertRowID))
+            try Self.enqueue(recipient: recipient, sender: sender, payload: payload, nowMs: nowMs, limits: limits,
+                             connection: connection)
         }
+    }
+
+    public func enqueueBatch(_ items: [MailboxItem], nowMs: UInt64) throws -> [MailboxEnqueueResult] {
+        guard !items.isEmpty else { return [] }
+        let limits = self.limits
+        // One transaction, so one fsync for the whole batch under synchronous=FULL: the relay's group commit.
+        return try self.database.transaction { connection in
+            try items.map { item in
+                try Self.enqueue(recipient: item.recipient, sender: item.sender, payload: item.payload, nowMs: nowMs,
+                                 limits: limits, connection: connection)
+            }
+        }
+    }
+
+    public func pendingCount(recipient: PublicKey, nowMs: UInt64) throws -> Int {
+        let rows = try self.database.query(
+            "SELECT count(*) FROM mailbox_frames WHERE recipient = ? AND expires_at_ms > ?",
+            [.blob(recipient.bytes), .integer(Int64(storing: nowMs))]
+        )
+        return Int(try rows.first?.int64(0) ?? 0)
+    }
+
+    private static func enqueue(recipient: PublicKey, sender: PublicKey, payload: [UInt8], nowMs: UInt64,
+                                limits: MailboxLimits, connection: DatabaseConnection) throws -> MailboxEnqueueResult
+    {
+        var depth = try Self.depth(recipient, connection)
+        if !limits.admits(frames: depth.frames, bytes: depth.bytes, payloadBytes: payload.count) {
+            // Only a full mailbox pays for sweeping its own expired frames (at most maxFrames rows through
+            // the recipient index), so expired frames never keep a recipient full between sweeps.
+            try connection.execute(
+                "DELETE FROM mailbox_frames WHERE recipient = ? AND expires_at_ms <= ?",
+                [.blob(recipient.bytes), .integer(Int64(storing: nowMs))]
+            )
+            guard connection.changes > 0 else { return .mailboxFull }
+            depth = try Self.depth(recipient, connection)
+            guard limits.admits(frames: depth.frames, bytes: depth.bytes, payloadBytes: payload.count) else {
+                return .mailboxFull
+            }
+        }
+        try connection.execute(
+            """
+            INSERT INTO mailbox_frames(recipient, sender, payload, payload_bytes, stored_at_ms, expires_at_ms)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .blob(recipient.bytes), .blob(sender.bytes), .blob(payload), .integer(Int64(payload.count)),
+                .integer(Int64(storing: nowMs)), .integer(Int64(storing: limits.expiry(storedAtMs: nowMs))),
+            ]
+        )
+        return .stored(deliveryID: UInt64(connection.lastInsertRowID))
     }
 
     public func pending(recipient: PublicKey, after: UInt64, limit: Int, nowMs: UInt64) throws -> [StoredFrame] {

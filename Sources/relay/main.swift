@@ -1,1 +1,72 @@
-print("not built yet")
+import Dispatch
+import Foundation
+import HomebaseCore
+import HomebaseTransport
+import RelayService
+
+// relay [--listen HOST:PORT] [--data DIR] [--config FILE] [--KEY VALUE …]: the ciphertext relay for a VPS.
+
+struct StderrLogSink: LogSink {
+    func write(_ record: LogRecord) {
+        FileHandle.standardError.write(Data((record.formatted + "\n").utf8))
+    }
+}
+
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("relay: \(message)\n".utf8))
+    exit(code)
+}
+
+let usage = """
+    Usage: relay [--listen HOST:PORT] [--data DIR] [--config FILE] [--KEY VALUE ...]
+
+    A dumb ciphertext relay for Homebase devices (Protocol/relay.md): WebSocket at /v1/relay,
+    GET /healthz, GET /metrics. Keys can also be set as RELAY_<KEY> environment variables or as
+    `key = value` lines in the config file; flags win over the environment, which wins over the file.
+
+    Keys:
+    \(RelayConfiguration.keys.map { "  --\($0.key.replacingOccurrences(of: "_", with: "-"))  \($0.help)" }.joined(separator: "\n"))
+
+    Signals: SIGTERM/SIGINT stop gracefully (clients get 1012 and reconnect); SIGHUP reloads the
+    token and allowlist files.
+    """
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(usage)
+    exit(0)
+}
+
+let configuration: RelayConfiguration
+let admission: Admission
+do {
+    configuration = try RelayConfiguration.resolve(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+    admission = try Admission.load(tokenFile: configuration.tokenFile, allowlistFile: configuration.allowlistFile)
+} catch {
+    fail("\(error)", code: 64)
+}
+
+let logger = Logger(label: "relay", level: configuration.logLevel, sink: StderrLogSink())
+let server: RelayServer
+do {
+    server = try RelayServer(configuration: configuration, admission: admission, logger: logger)
+} catch {
+    fail("cannot start: \(error)", code: 1)
+}
+
+signal(SIGPIPE, SIG_IGN)
+let watcher = SignalWatcher(signals: [SIGTERM, SIGINT, SIGHUP]) { [server, configuration, logger] sig in
+    guard sig == SIGHUP else { return server.shutdown() }
+    do {
+        server.reloadAdmission(try Admission.load(tokenFile: configuration.tokenFile,
+                                                  allowlistFile: configuration.allowlistFile))
+    } catch {
+        logger.error("Admission reload failed; keeping the old lists", metadata: ["error": "\(error)"])
+    }
+}
+
+print("relay listening on \(configuration.listenHost):\(server.port)")
+fflush(nil)
+server.run()
+withExtendedLifetime(watcher) {}
+exit(0)

@@ -210,4 +210,40 @@ import Testing
         #expect(Set(ids).count == 200)
         #expect(try self.pendingIDs(box, self.bob, limit: 1_000, at: self.t0) == ids.sorted())
     }
+
+    @Test(arguments: Backend.allCases)
+    func batchEnqueueKeepsOrderAndAppliesLimitsItemByItem(backend: Backend) throws {
+        var limits = MailboxLimits()
+        limits.maxFrames = 2
+        let (box, keep) = try backend.make(limits)
+        defer { withExtendedLifetime(keep) {} }
+        let items = [
+            MailboxItem(recipient: self.bob, sender: self.alice, payload: [1]),
+            MailboxItem(recipient: self.carol, sender: self.alice, payload: [2]),
+            MailboxItem(recipient: self.bob, sender: self.alice, payload: [3]),
+            MailboxItem(recipient: self.bob, sender: self.alice, payload: [4]),
+        ]
+        let results = try box.enqueueBatch(items, nowMs: self.t0)
+        #expect(results.count == 4)
+        guard case .stored(let a) = results[0], case .stored(let b) = results[1], case .stored(let c) = results[2]
+        else { Issue.record("\(results)"); return }
+        #expect(a < b && b < c)
+        #expect(results[3] == .mailboxFull)
+        #expect(try box.pending(recipient: self.bob, after: 0, limit: 10, nowMs: self.t0).map(\.payload) == [[1], [3]])
+        #expect(try box.pendingCount(recipient: self.bob, nowMs: self.t0) == 2)
+        #expect(try box.enqueueBatch([], nowMs: self.t0).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func pendingCountExcludesExpiredFrames(backend: Backend) throws {
+        var limits = MailboxLimits()
+        limits.lifetimeMs = 1_000
+        let (box, keep) = try backend.make(limits)
+        defer { withExtendedLifetime(keep) {} }
+        _ = try self.put(box, self.bob, [1], at: self.t0)
+        _ = try self.put(box, self.bob, [2], at: self.t0 + 500)
+        #expect(try box.pendingCount(recipient: self.bob, nowMs: self.t0 + 999) == 2)
+        #expect(try box.pendingCount(recipient: self.bob, nowMs: self.t0 + 1_000) == 1)
+        #expect(try box.pendingCount(recipient: self.carol, nowMs: self.t0) == 0)
+    }
 }

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Small portable POSIX helpers shared by the event loop and the client streams.
+///
+/// Everything here builds on Linux and macOS; Linux-only calls (epoll, eventfd, accept4) live in
+/// `EventLoop` and `TCPListener`.
+public enum Posix {
+    /// Ignores SIGPIPE for the whole process, so a write to a closed socket returns EPIPE instead of
+    /// killing us. Executables call this once at startup; our own sends also pass MSG_NOSIGNAL where
+    /// the platform has it, but libraries underneath (OpenSSL inside libcurl) may not.
+    public static func ignoreSIGPIPE() {
+        _ = signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Milliseconds on the monotonic clock (CLOCK_MONOTONIC): for deadlines and intervals, never dates.
+    public static var monotonicMs: UInt64 { self.monotonicNs / 1_000_000 }
+
+    /// Nanoseconds on the monotonic clock (CLOCK_MONOTONIC).
+    public static var monotonicNs: UInt64 {
+        var ts = timespec()
+        // Cannot fail for CLOCK_MONOTONIC with a valid pointer.
+        _ = clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    /// Milliseconds since the Unix epoch on the wall clock (CLOCK_REALTIME): for timestamps only.
+    public static var wallClockMs: UInt64 {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) &* 1000 &+ UInt64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// The current thread's errno.
+    static var errno: Int32 {
+        #if canImport(Glibc)
+        return Glibc.errno
+        #else
+        return Darwin.errno
+        #endif
+    }
+
+    /// `strerror` as a Swift string.
+    static func describe(errno code: Int32) -> String {
+        guard let message = strerror(code) else { return "errno \(code)" }
+        return String(cString: message)
+    }
+
+    /// Whole milliseconds in a duration, rounded up so a tiny positive timeout never becomes a busy poll;
+    /// negative durations become 0, huge ones are clamped to Int32.max.
+    static func milliseconds(roundingUp duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        if seconds >= Int64(Int32.max / 1000) { return Int32.max }
+        let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(ms)
+    }
+
+    /// Nanoseconds in a duration, clamped to 0 ... UInt64.max / 2.
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        if seconds >= 1 << 32 { return UInt64.max / 2 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    /// Sets O_NONBLOCK; returns errno on failure.
+    static func setNonBlocking(_ fd: Int32) -> Int32? {
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else { return self.errno }
+        return nil
+    }
+
+    /// Sets an integer socket option; returns errno on failure.
+    @discardableResult
+    static func setSocketOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32) -> Int32? {
+        var value = value
+        let rc = setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+        return rc == 0 ? nil : self.errno
+    }
+
+    /// The pending error on a socket (SO_ERROR), 0 if none.
+    static func socketError(_ fd: Int32) -> Int32 {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) == 0 else { return self.errno }
+        return value
+    }
+
+    /// Closes a descriptor, ignoring the result: after close() the descriptor is gone even on EINTR
+    /// (Linux semantics), and there is nothing useful to do about EIO on a socket.
+    static func closeDescriptor(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.close(fd)
+        #else
+        _ = Darwin.close(fd)
+        #endif
+    }
+
+    /// Polls one descriptor for `events`, retrying EINTR until `deadlineNs` (monotonic; nil = forever).
+    /// Returns the revents, or 0 on timeout, or nil with errno on failure.
+    static func poll(_ fd: Int32, events: Int16, deadlineNs: UInt64?) -> Result<Int16, TransportError> {
+        while true {
+            var timeoutMs: Int32 = -1
+            if let deadlineNs {
+                let now = self.monotonicNs
+                if now >= deadlineNs { timeoutMs = 0 } else {
+                    let remaining = deadlineNs - now
+                    timeoutMs = Int32(clamping: (remaining + 999_999) / 1_000_000)
+                }
+            }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            #if canImport(Glibc)
+            let rc = Glibc.poll(&entry, 1, timeoutMs)
+            #else
+            let rc = Darwin.poll(&entry, 1, timeoutMs)
+            #endif
+            if rc > 0 { return .success(entry.revents) }
+            if rc == 0 {
+                // poll can return a few microseconds early; only report a timeout once the deadline passed.
+                if let deadlineNs, self.monotonicNs < deadlineNs { continue }
+                return .success(0)
+            }
+            let code = self.errno
+            if code == EINTR { continue }
+            return .failure(.io(code))
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import HomebaseCore
+
+/// A blocking RFC 6455 client over a `ByteStream`: `ws://` on a plain socket, `wss://` over libcurl's TLS.
+///
+/// Thread safety: one thread at a time (like `ByteStream`). `RelayLink` wraps it in an I/O thread for
+/// concurrent use. Pings from the server are answered inside `receive`.
+public final class WebSocketClient {
+    public enum Error: Swift.Error, Equatable, CustomStringConvertible {
+        case badURL(String)
+        case transport(TransportError)
+        case handshake(String)
+        case protocolError(WebSocketProtocolError)
+        /// The server closed the connection with this code (nil: no close frame, just EOF).
+        case closed(code: UInt16?, reason: String)
+
+        public var description: String {
+            switch self {
+            case .badURL(let u): "not a ws:// or wss:// URL: \(u)"
+            case .transport(let e): "\(e)"
+            case .handshake(let s): "WebSocket handshake failed: \(s)"
+            case .protocolError(let e): "WebSocket protocol error: \(e)"
+            case .closed(let code, let reason): "closed by peer (\(code.map(String.init) ?? "no code"))\(reason.isEmpty ? "" : ": \(reason)")"
+            }
+        }
+    }
+
+    public struct Options: Sendable {
+        public var subprotocol: String?
+        public var headers: [(String, String)] = []
+        public var caFile: String?
+        public var insecureSkipVerify = false
+        public var connectTimeout: Duration = .seconds(10)
+        public var maxMessageBytes = 1 << 20
+        public init(subprotocol: String? = nil) { self.subprotocol = subprotocol }
+    }
+
+    public let url: RelayURL
+    /// The subprotocol the server selected.
+    public let selectedSubprotocol: String?
+    private let stream: ByteStream
+    private var parser: WebSocketParser
+    private var closed = false
+    private var rng = SystemRandomNumberGenerator()
+
+    /// Connects and completes the opening handshake.
+    public static func connect(_ urlString: String, options: Options = Options()) throws(Error) -> WebSocketClient {
+        guard let url = RelayURL(urlString) else { throw .badURL(urlString) }
+        let timeout = options.connectTimeout
+        let stream: ByteStream
+        do {
+            if url.secure {
+                stream = try CurlTLSStream.connect(url: url.httpURL, caFile: options.caFile,
+                                                   insecure: options.insecureSkipVerify, timeout: timeout)
+            } else {
+                stream = try TCPClientStream.connect(host: url.host, port: url.port, timeout: timeout)
+            }
+        } catch {
+            throw .transport(error)
+        }
+        var rng = SystemRandomNumberGenerator()
+        let key = Base64.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        let request = WebSocketHandshake.clientRequestBytes(host: url.hostHeader, path: url.target, key: key,
+                                                            subprotocol: options.subprotocol,
+                                                            extraHeaders: options.headers)
+        let deadline = ContinuousClock.now + timeout
+        var head: HTTPResponseHead?
+        var headParser = HTTPResponseHeadParser()
+        do {
+            try stream.send(request, deadline: deadline)
+            while head == nil {
+                let remaining = deadline - .now
+                guard remaining > .zero else { throw TransportError.timedOut }
+                let bytes = try stream.receive(maxBytes: 16 * 1024, timeout: remaining)
+                guard !bytes.isEmpty else { throw TransportError.closed }
+                headParser.append(bytes)
+                head = try? headParser.next()
+                if head == nil, headParser.bufferedCount > 16 * 1024 { throw Error.handshake("response head too large") }
+            }
+        } catch let e as TransportError {
+            stream.close()
+            throw .transport(e)
+        } catch let e as Error {
+            stream.close()
+            throw e
+        } catch {
+            stream.close()
+            throw .handshake("\(error)")
+        }
+        let h = head!
+        let result = WebSocketHandshake.validateServerResponse(
+            status: h.status, headers: h.headers.map { ($0.name, $0.value) }, sentKey: key,
+            subprotocol: options.subprotocol ?? "")
+        switch result {
+        case .failure(let e):
+            stream.close()
+            throw .handshake(h.status == 101 ? "\(e)" : "HTTP \(h.status) \(h.reason)")
+        case .success(let selected):
+            let client = WebSocketClient(url: url, stream: stream, selected: selected, maxMessageBytes: options.maxMessageBytes)
+            let leftover = headParser.takeBuffered()
+            if !leftover.isEmpty { client.parser.append(leftover) }
+            return client
+        }
+    }
+
+    private init(url: RelayURL, stream: ByteStream, selected: String?, maxMessageBytes: Int) {
+        self.url = url
+        self.stream = stream
+        self.selectedSubprotocol = selected
+        self.parser = WebSocketParser(role: .client, maxMessageBytes: maxMessageBytes)
+    }
+
+    deinit { self.stream.close() }
+
+    /// The socket, for polling several clients; see `ByteStream.pollDescriptor`.
+    public var pollDescriptor: Int32 { self.stream.pollDescriptor }
+
+    public func send(binary payload: some Collection<UInt8>, deadline: ContinuousClock.Instant? = nil) throws(Error) {
+        try self.sendFrame(.binary, payload, deadline: deadline)
+    }
+
+    public func send(text: String, deadline: ContinuousClock.Instant? = nil) throws(Error) {
+        try self.sendFrame(.text, Array(text.utf8), deadline: deadline)
+    }
+
+    public func ping(_ payload: [UInt8] = []) throws(Error) {
+        try self.sendFrame(.ping, payload, deadline: nil)
+    }
+
+    /// Encodes several binary messages into one write (fewer syscalls for a burst).
+    public func send(binaryMessages: [[UInt8]], deadline: ContinuousClock.Instant? = nil) throws(Error) {
+        var out = [UInt8]()
+        out.reserveCapacity(binaryMessages.reduce(0) { $0 + $1.count + 14 })
+        for m in binaryMessages {
+            WebSocketFrameEncoder.encode(opcode: .binary, payload: m, maskingKey: self.maskingKey(), into: &out)
+        }
+        do { try self.stream.send(out, deadline: deadline) } catch { throw .transport(error) }
+    }
+
+    /// Sends a close frame and closes the stream (without waiting for the server's close).
+    public func close(code: UInt16 = CloseCode.normal, reason: String = "") {
+        guard !self.closed else { return }
+        self.closed = true
+        let frame = WebSocketFrameEncoder.encode(opcode: .close,
+                                                 payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason),
+                                                 maskingKey: self.maskingKey())
+        try? self.stream.send(frame, deadline: .now + .milliseconds(200))
+        self.stream.close()
+    }
+
+    /// Closes the socket without a close frame (as a crash or a lost network would).
+    public func abort() {
+        self.closed = true
+        self.stream.close()
+    }
+
+    /// Waits for the next data message. Answers pings; returns `nil` on timeout.
+    /// - Throws: `.closed` when the server closed (with its code), `.protocolError`, `.transport`.
+    public func receive(timeout: Duration?) throws(Error) -> (opcode: WebSocketOpcode, payload: [UInt8])? {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            if let m = try self.nextBuffered() { return m }
+            let remaining = deadline.map { $0 - .now }
+            if let r = remaining, r <= .zero { return nil }
+            let bytes: [UInt8]
+            do {
+                bytes = try self.stream.receive(maxBytes: 64 * 1024, timeout: remaining)
+            } catch .timedOut {
+                return nil
+            } catch {
+                throw .transport(error)
+            }
+            guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
+            self.parser.append(bytes)
+        }
+    }
+
+    private func nextBuffered() throws(Error) -> (opcode: WebSocketOpcode, payload: [UInt8])? {
+        while true {
+            let event: WebSocketEvent?
+            do { event = try self.parser.next() } catch { throw .protocolError(error) }
+            guard let event else { return nil }
+            switch event {
+            case .message(let opcode, let payload):
+                return (opcode, payload)
+            case .ping(let data):
+                try self.sendFrame(.pong, data, deadline: .now + .seconds(5))
+            case .pong:
+                continue
+            case .close(let code, let reason):
+                if !self.closed {
+                    self.closed = true
+                    let echo = code.map { WebSocketFrameEncoder.closePayload(code: $0, reason: "") } ?? []
+                    try? self.stream.send(WebSocketFrameEncoder.encode(opcode: .close, payload: echo,
+                                                                       maskingKey: self.maskingKey()),
+                                          deadline: .now + .milliseconds(200))
+                    self.stream.close()
+                }
+                throw .closed(code: code, reason: reason)
+            }
+        }
+    }
+
+    private func sendFrame(_ opcode: WebSocketOpcode, _ payload: some Collection<UInt8>,
+                           deadline: ContinuousClock.Instant?) throws(Error) {
+        let frame = WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, maskingKey: self.maskingKey())
+        do { try self.stream.send(frame, deadline: deadline) } catch { throw .transport(error) }
+    }
+
+    private func maskingKey() -> (UInt8, UInt8, UInt8, UInt8) {
+        let r = UInt32.random(in: .min ... .max, using: &self.rng)
+        return (UInt8(truncatingIfNeeded: r), UInt8(truncatingIfNeeded: r >> 8), UInt8(truncatingIfNeeded: r >> 16),
+                UInt8(truncatingIfNeeded: r >> 24))
+    }
+}

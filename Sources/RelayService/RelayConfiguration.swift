@@ -1,0 +1,159 @@
+import Foundation
+import HomebaseCore
+
+/// Everything the relay is configured with. Sources, highest precedence first: command-line flags,
+/// environment variables (`RELAY_<KEY>`), a config file (`key = value` lines), defaults.
+public struct RelayConfiguration: Sendable, Equatable {
+    public var listenHost = "0.0.0.0"
+    public var listenPort: UInt16 = 8080
+    /// A separate listener for `/metrics` only (then the main listener does not serve it).
+    public var metricsHost: String?
+    public var metricsPort: UInt16?
+    /// Directory of the durable mailbox (`relay.db`).
+    public var dataDirectory = "./relay-data"
+    public var tokenFile: String?
+    public var allowlistFile: String?
+    public var logLevel: Logger.Level = .info
+    /// `full` (default): a stored frame survives power loss. `normal`: it survives a crash of the relay
+    /// process (kill -9) but maybe not of the machine; faster.
+    public var durability = "full"
+    public var limits = RelayLimits()
+
+    public init() {}
+
+    /// The keys a config file or `RELAY_<KEY>` may set, with their help text (for `--help`).
+    public static let keys: [(key: String, help: String)] = [
+        ("listen", "HOST:PORT for WebSocket, /healthz and /metrics (default 0.0.0.0:8080)"),
+        ("metrics_listen", "HOST:PORT of a separate /metrics listener (default: on the main listener)"),
+        ("data", "directory of the durable mailbox (default ./relay-data)"),
+        ("token_file", "file of access tokens, one per line; when set, upgrades need one (401 otherwise)"),
+        ("allowlist_file", "file of allowed public keys (hex), one per line; others are closed 1008"),
+        ("log_level", "trace, debug, info, notice, warning or error (default info)"),
+        ("durability", "full (survive power loss, default) or normal (survive a relay crash)"),
+        ("max_payload_bytes", "largest SEND payload (default 262144)"),
+        ("mailbox_max_frames", "stored frames per recipient (default 1000)"),
+        ("mailbox_max_bytes", "stored payload bytes per recipient (default 16777216)"),
+        ("stored_frame_lifetime_s", "seconds a stored frame is kept (default 604800)"),
+        ("auth_deadline_ms", "time to answer CHALLENGE (default 10000)"),
+        ("ping_interval_ms", "WebSocket ping interval (default 30000)"),
+        ("idle_timeout_ms", "silence before closing (default 90000)"),
+        ("send_frames_per_second", "SEND token bucket rate per connection (default 2000)"),
+        ("send_frames_burst", "SEND token bucket size (default 4000)"),
+        ("send_bytes_per_second", "SEND byte bucket rate per connection (default 16777216)"),
+        ("send_bytes_burst", "SEND byte bucket size (default 33554432)"),
+        ("outbound_queue_max_bytes", "unsent bytes before a slow reader is closed 4002 (default 1048576)"),
+        ("max_pending_auth", "connections not yet authenticated (default 4096)"),
+        ("max_connections", "connections in all (default 50000)"),
+    ]
+
+    /// Builds the configuration from flags (`--listen`, `--data`, `--config`, and `--KEY VALUE` for any key
+    /// above, with `-` or `_`), the environment and the config file.
+    public static func resolve(arguments: [String], environment: [String: String]) throws -> RelayConfiguration {
+        var flags: [String: String] = [:]
+        var i = 0
+        while i < arguments.count {
+            let arg = arguments[i]
+            guard arg.hasPrefix("--") else { throw RelayConfigurationError("unexpected argument '\(arg)'") }
+            var name = String(arg.dropFirst(2)).replacingOccurrences(of: "-", with: "_")
+            var value: String
+            if let eq = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            } else {
+                guard i + 1 < arguments.count else { throw RelayConfigurationError("--\(name) needs a value") }
+                i += 1
+                value = arguments[i]
+            }
+            guard name == "config" || Self.keys.contains(where: { $0.key == name }) else {
+                throw RelayConfigurationError("unknown option --\(name.replacingOccurrences(of: "_", with: "-"))")
+            }
+            flags[name] = value
+            i += 1
+        }
+        var settings: [String: String] = [:]
+        if let path = flags["config"] ?? environment["RELAY_CONFIG"] {
+            settings = try Self.parseFile(path)
+        }
+        for (key, _) in Self.keys {
+            if let v = environment["RELAY_" + key.uppercased()] { settings[key] = v }
+        }
+        for (k, v) in flags where k != "config" { settings[k] = v }
+        var c = RelayConfiguration()
+        try c.apply(settings)
+        return c
+    }
+
+    static func parseFile(_ path: String) throws -> [String: String] {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+        else { throw RelayConfigurationError("cannot read config file \(path)") }
+        var out: [String: String] = [:]
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = (raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+                .trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty else { continue }
+            let parts = line.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { throw RelayConfigurationError("\(path):\(n + 1): expected key = value") }
+            let key = parts[0].trimmingCharacters(in: .whitespaces)
+            guard Self.keys.contains(where: { $0.key == key }) else {
+                throw RelayConfigurationError("\(path):\(n + 1): unknown key '\(key)'")
+            }
+            out[key] = parts[1].trimmingCharacters(in: .whitespaces)
+        }
+        return out
+    }
+
+    mutating func apply(_ s: [String: String]) throws {
+        func int(_ k: String) throws -> Int? {
+            guard let v = s[k] else { return nil }
+            guard let n = Int(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive integer, not '\(v)'") }
+            return n
+        }
+        func double(_ k: String) throws -> Double? {
+            guard let v = s[k] else { return nil }
+            guard let n = Double(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive number, not '\(v)'") }
+            return n
+        }
+        if let v = s["listen"] { (self.listenHost, self.listenPort) = try Self.hostPort(v, key: "listen") }
+        if let v = s["metrics_listen"] {
+            let (h, p) = try Self.hostPort(v, key: "metrics_listen")
+            (self.metricsHost, self.metricsPort) = (h, p)
+        }
+        if let v = s["data"] { self.dataDirectory = v }
+        if let v = s["token_file"] { self.tokenFile = v }
+        if let v = s["allowlist_file"] { self.allowlistFile = v }
+        if let v = s["log_level"] {
+            guard let l = Logger.Level(name: v) else { throw RelayConfigurationError("log_level '\(v)' is not a level") }
+            self.logLevel = l
+        }
+        if let v = s["durability"] {
+            guard v == "full" || v == "normal" else { throw RelayConfigurationError("durability must be full or normal") }
+            self.durability = v
+        }
+        if let n = try int("max_payload_bytes") { self.limits.maxPayloadBytes = n }
+        if let n = try int("mailbox_max_frames") { self.limits.mailboxMaxFrames = n }
+        if let n = try int("mailbox_max_bytes") { self.limits.mailboxMaxBytes = n }
+        if let n = try int("stored_frame_lifetime_s") { self.limits.storedFrameLifetimeMs = UInt64(n) * 1000 }
+        if let n = try int("auth_deadline_ms") { self.limits.authDeadlineMs = UInt64(n) }
+        if let n = try int("ping_interval_ms") { self.limits.pingIntervalMs = UInt64(n) }
+        if let n = try int("idle_timeout_ms") { self.limits.idleTimeoutMs = UInt64(n) }
+        if let n = try double("send_frames_per_second") { self.limits.sendFramesPerSecond = n }
+        if let n = try double("send_frames_burst") { self.limits.sendFramesBurst = n }
+        if let n = try double("send_bytes_per_second") { self.limits.sendBytesPerSecond = n }
+        if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
+        if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
+        if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }
+        if let n = try int("max_connections") { self.limits.maxConnections = n }
+        guard self.limits.idleTimeoutMs > self.limits.pingIntervalMs else {
+            throw RelayConfigurationError("idle_timeout_ms must exceed ping_interval_ms")
+        }
+    }
+
+    static func hostPort(_ v: String, key: String) throws -> (String, UInt16) {
+        guard let colon = v.lastIndex(of: ":"), let port = UInt16(v[v.index(after: colon)...]) else {
+            throw RelayConfigurationError("\(key) must be HOST:PORT, not '\(v)'")
+        }
+        var host = String(v[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+}

@@ -1,0 +1,308 @@
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+
+/// One client connection of the relay: HTTP until an upgrade, then WebSocket carrying relay frames.
+///
+/// Loop-confined. It moves bytes and carries out the actions of `RelaySessionStateMachine`; protocol rules live
+/// in the machine, and routing between connections in `RelayServer`.
+final class RelayConnection: TCPConnectionDelegate {
+    enum Phase {
+        /// Reading an HTTP request head (an upgrade, `/healthz` or `/metrics`).
+        case http(HTTPRequestHeadParser)
+        case websocket
+        case closing
+    }
+
+    unowned let server: RelayServer
+    let tcp: TCPConnection
+    let acceptedAtMs: UInt64
+    /// Only `/metrics` and `/healthz` (the separate metrics listener).
+    let metricsOnly: Bool
+    var phase: Phase
+    var parser: WebSocketParser?
+    var session: RelaySessionStateMachine?
+    /// Set once the key is registered in presence.
+    var key: PublicKey?
+    /// Counted in `RelayServer.pendingAuth` until READY or close.
+    var countsAsPendingAuth = true
+
+    // Delivery of stored frames (Protocol/relay.md §5): the highest delivery id delivered on this connection,
+    // whether a mailbox read (READY count or a page) is in flight, and whether another page is wanted.
+    var cursor: UInt64 = 0
+    var draining = true
+    var drainAgain = false
+    var readySent = false
+    /// STORE frames routed to this recipient while it is connected, numbered 1, 2, …; live frames that
+    /// arrive meanwhile wait behind the STORE frames sent before them, so the recipient sees one order.
+    var storeSeq = 0
+    /// Every STORE numbered up to this has been committed (or refused).
+    var completedThrough = 0
+    /// Committed STORE frames as (number, delivery id), kept while a held live frame may depend on them.
+    var storedPairs: [(seq: Int, id: UInt64)] = []
+    /// Live DELIVER frames (already framed) held behind STORE frames: (the last STORE number before it, frame).
+    var deferred: [(afterSeq: Int, frame: [UInt8])] = []
+    var deferredBytes = 0
+    var storesInFlight: Int { self.storeSeq - self.completedThrough }
+    var lastHeardMs: UInt64
+    var lastPingMs: UInt64
+
+    init(server: RelayServer, tcp: TCPConnection, nowMs: UInt64, metricsOnly: Bool) {
+        self.server = server
+        self.tcp = tcp
+        self.acceptedAtMs = nowMs
+        self.metricsOnly = metricsOnly
+        self.phase = .http(HTTPRequestHeadParser())
+        self.lastHeardMs = nowMs
+        self.lastPingMs = nowMs
+    }
+
+    var isWebSocket: Bool {
+        if case .websocket = self.phase { return true }
+        return false
+    }
+
+    // MARK: TCPConnectionDelegate
+
+    func connectionReadable(_ connection: TCPConnection, bytes: UnsafeRawBufferPointer) {
+        let now = self.server.nowMs
+        self.lastHeardMs = now
+        switch self.phase {
+        case .http(var p):
+            p.append(bytes)
+            self.phase = .http(p)  // keep the buffered bytes even if handling below returns early
+            self.readHTTP(parser: p)
+        case .websocket:
+            self.session?.bytesReceived(nowMs: now)
+            self.parser!.append(bytes)
+            self.readWebSocket()
+        case .closing:
+            break
+        }
+    }
+
+    func connectionWritable(_ connection: TCPConnection) {
+        // A drain paused for backpressure resumes once the kernel has taken the backlog.
+        if self.readySent, !self.draining, self.drainAgain { self.server.drain(self) }
+    }
+
+    func connectionClosed(_ connection: TCPConnection, error: TransportError?) {
+        self.phase = .closing
+        self.session?.connectionClosed()
+        self.server.connectionEnded(self)
+    }
+
+    // MARK: HTTP
+
+    private func readHTTP(parser: HTTPRequestHeadParser) {
+        var p = parser
+        let head: HTTPRequestHead
+        do {
+            guard let h = try p.next() else {
+                self.phase = .http(p)
+                return
+            }
+            head = h
+        } catch {
+            self.respond(status: error.status, body: "bad request\n")
+            return
+        }
+        self.server.metrics.httpRequests += 1
+        let leftover = p.takeBuffered()
+        switch (head.method, head.path) {
+        case ("GET", "/healthz"), ("HEAD", "/healthz"):
+            self.respond(status: 200, body: "ok", includeBody: head.method == "GET")
+        case ("GET", "/metrics") where self.metricsOnly || !self.server.hasSeparateMetricsListener:
+            self.respond(status: 200, body: self.server.renderMetrics(),
+                         contentType: "text/plain; version=0.0.4; charset=utf-8")
+        case (_, RelayServer.relayPath) where !self.metricsOnly:
+            self.upgrade(head, leftover: leftover)
+        default:
+            self.respond(status: 404, body: "not found\n")
+        }
+    }
+
+    private func respond(status: Int, body: String, contentType: String = "text/plain; charset=utf-8",
+                         includeBody: Bool = true, extraHeaders: [HTTPHeaderField] = []) {
+        let headers = [HTTPHeaderField(name: "Content-Type", value: contentType),
+                       HTTPHeaderField(name: "Connection", value: "close")] + extraHeaders
+        self.tcp.write(HTTPResponseEncoder.response(status: status, headers: headers, body: Array(body.utf8),
+                                                    includeBody: includeBody))
+        self.phase = .closing
+        self.tcp.closeAfterFlush()
+    }
+
+    private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        let decision = WebSocketHandshake.serverDecision(
+            method: head.method, target: head.target, headers: head.headers.map { ($0.name, $0.value) },
+            expectedPath: RelayServer.relayPath, subprotocol: RelayServer.subprotocol)
+        switch decision {
+        case .reject(let status, let reason):
+            self.tcp.write(WebSocketHandshake.serverRejectionBytes(status: status, reason: reason))
+            self.phase = .closing
+            self.tcp.closeAfterFlush()
+        case .accept(let key, let subprotocol):
+            guard self.server.admission.admitsUpgrade(authorization: head.header("Authorization"),
+                                                      queryToken: head.queryValue("token")) else {
+                self.server.metrics.authFailures["bad_token", default: 0] += 1
+                self.respond(status: 401, body: "a valid access token is required\n",
+                             extraHeaders: [HTTPHeaderField(name: "WWW-Authenticate", value: "Bearer")])
+                return
+            }
+            guard self.server.admitsNewWebSocket() else {
+                self.server.metrics.connectionsRefused += 1
+                self.respond(status: 503, body: "relay at capacity, retry later\n",
+                             extraHeaders: [HTTPHeaderField(name: "Retry-After", value: "5")])
+                return
+            }
+            self.tcp.write(WebSocketHandshake.serverResponseBytes(forClientKey: key, subprotocol: subprotocol))
+            self.phase = .websocket
+            let now = self.server.nowMs
+            var session = RelaySessionStateMachine(nonce: SecureRandom.bytes(32), nowMs: now,
+                                                   limits: self.server.configuration.limits)
+            self.parser = WebSocketParser(role: .server, maxMessageBytes: self.server.configuration.limits.maxMessageBytes)
+            self.writeFrame(session.challenge(relayTimeMs: self.server.wallClockMs))
+            session.bytesReceived(nowMs: now)
+            self.session = session
+            self.server.webSocketOpened()
+            if !leftover.isEmpty {
+                self.parser!.append(leftover)
+                self.readWebSocket()
+            }
+        }
+    }
+
+    // MARK: WebSocket
+
+    private func readWebSocket() {
+        while case .websocket = self.phase {
+            let event: WebSocketEvent?
+            do {
+                event = try self.parser!.next()
+            } catch {
+                if error == .messageTooBig {
+                    self.perform(self.session!.messageTooBig())
+                } else {
+                    self.closeWebSocket(code: error.closeCode, reason: "protocol_error")
+                }
+                return
+            }
+            guard let event else { break }
+            switch event {
+            case .message(let opcode, let payload):
+                if opcode == .text {
+                    self.perform(self.session!.textMessageReceived())
+                } else {
+                    self.server.metrics.framesReceived += 1
+                    self.perform(self.session!.messageReceived(payload[...], nowMs: self.server.nowMs))
+                }
+            case .ping(let data):
+                self.tcp.write(WebSocketFrameEncoder.encode(opcode: .pong, payload: data))
+            case .pong:
+                break
+            case .close(let code, _):
+                // Echo the close (RFC 6455 §5.5.1) and hang up.
+                let echo = code.map { WebSocketFrameEncoder.closePayload(code: $0, reason: "") } ?? []
+                self.tcp.write(WebSocketFrameEncoder.encode(opcode: .close, payload: echo))
+                self.session?.connectionClosed()
+                self.phase = .closing
+                self.tcp.closeAfterFlush()
+            }
+        }
+        if case .websocket = self.phase, self.parser!.bufferedByteCount == 0 { self.parser!.releaseIdleBuffer() }
+    }
+
+    /// Carries out one action of the session machine.
+    func perform(_ action: RelaySessionStateMachine.Action) {
+        switch action {
+        case .none:
+            break
+        case .verifyAuth(let pk, let signature, let nonce):
+            let valid = Signature.verify(signature, message: nonce, context: SignatureContext.relayAuth, publicKey: pk)
+            let admitted = self.server.admission.admits(pk)
+            let next = self.session!.authVerified(publicKey: pk, signatureValid: valid, admitted: admitted)
+            if case .close = next {
+                self.perform(next)
+            } else {
+                self.server.authenticated(self, key: pk)
+            }
+        case .send(let frames):
+            for f in frames { self.writeFrame(f) }
+        case .route(let sendID, let recipient, let store, let payload):
+            self.server.route(from: self, sendID: sendID, recipient: recipient, store: store, payload: payload)
+        case .acknowledge(let id):
+            self.server.acknowledge(self, deliveryID: id)
+        case .close(let code, let reason):
+            switch reason {
+            case .badSignature, .notAdmitted, .authTimeout:
+                self.server.metrics.authFailures[reason.rawValue, default: 0] += 1
+            default: break
+            }
+            self.closeWebSocket(code: code, reason: reason.rawValue)
+        }
+    }
+
+    /// Sends a close frame with `code` and hangs up once it is flushed.
+    func closeWebSocket(code: UInt16, reason: String) {
+        guard case .websocket = self.phase else { return }
+        self.server.metrics.closes[reason, default: 0] += 1
+        self.server.logger.debug("Closing connection", metadata: ["conn.id": "\(self.tcp.id)", "close.code": "\(code)",
+                                                                 "close.reason": reason])
+        self.tcp.write(WebSocketFrameEncoder.encode(opcode: .close,
+                                                    payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason)))
+        self.session?.connectionClosed()
+        self.phase = .closing
+        self.tcp.closeAfterFlush()
+    }
+
+    func writeFrame(_ frame: RelayFrame) {
+        self.tcp.write(WebSocketFrameEncoder.encode(opcode: .binary, payload: frame.encoded()))
+    }
+
+    /// Writes a DELIVER without copying its payload: the WebSocket and relay headers in one buffer, the payload
+    /// in a second.
+    func writeDeliver(sender: PublicKey, deliveryID: UInt64, payload: ArraySlice<UInt8>) {
+        let header = Self.deliverHeader(sender: sender, deliveryID: deliveryID, payloadCount: payload.count)
+        header.withUnsafeBytes { h in
+            payload.withUnsafeBytes { p in self.tcp.write(h, p) }
+        }
+    }
+
+    /// WebSocket header (server frames are unmasked) followed by `0x11 || sender || delivery_id`.
+    static func deliverHeader(sender: PublicKey, deliveryID: UInt64, payloadCount: Int) -> [UInt8] {
+        let length = RelayFrame.deliverHeaderByteCount + payloadCount
+        var h = [UInt8]()
+        h.reserveCapacity(10 + RelayFrame.deliverHeaderByteCount)
+        h.append(0x82)  // FIN, binary
+        if length < 126 {
+            h.append(UInt8(length))
+        } else if length <= 0xFFFF {
+            h.append(126)
+            h.append(UInt8(length >> 8))
+            h.append(UInt8(length & 0xFF))
+        } else {
+            h.append(127)
+            for i in (0..<8).reversed() { h.append(UInt8(truncatingIfNeeded: UInt64(length) >> (UInt64(i) * 8))) }
+        }
+        h.append(RelayFrameType.deliver.rawValue)
+        h.append(contentsOf: sender.bytes)
+        for i in (0..<8).reversed() { h.append(UInt8(truncatingIfNeeded: deliveryID >> (UInt64(i) * 8))) }
+        return h
+    }
+
+    /// Unsent bytes: the kernel's backlog plus live frames held behind stored ones.
+    var queuedBytes: Int { self.tcp.outboundBytesQueued + self.deferredBytes }
+
+    /// Live frames may be written now: READY is out, nothing is held, and every STORE sent before has been
+    /// committed and delivered.
+    var canWriteLiveNow: Bool {
+        self.readySent && self.deferred.isEmpty && self.storesInFlight == 0 && self.cursor >= (self.storedPairs.last?.id ?? 0)
+    }
+
+    /// Whether the held live frame that follows STORE number `seq` may go now.
+    func deferredMayGo(afterSeq seq: Int) -> Bool {
+        guard self.readySent, self.completedThrough >= seq else { return false }
+        let needed = self.storedPairs.last(where: { $0.seq <= seq })?.id ?? 0
+        return self.cursor >= needed
+    }
+}

@@ -1,0 +1,408 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseStore
+import HomebaseTransport
+
+/// The relay (Protocol/relay.md): one event loop thread for every connection, a mailbox worker thread for the
+/// durable store, presence by public key.
+///
+/// Thread safety: `run()` blocks the calling thread; `shutdown()`, `reloadAdmission(_:)` and the bound ports
+/// may be used from any thread. Everything else runs on the loop (hence `@unchecked Sendable`: the mutable
+/// state is only touched from the loop thread, which `EventLoop.execute` enforces).
+public final class RelayServer: @unchecked Sendable {
+    public static let relayPath = "/v1/relay"
+    public static let subprotocol = "homebase-relay.v1"
+    /// How often connections are checked for auth deadlines, idleness and pings.
+    static let sweepInterval: Duration = .seconds(1)
+    /// How often expired stored frames are deleted and the mailbox gauges refreshed.
+    static let maintenanceIntervalMs: UInt64 = 60_000
+
+    public let configuration: RelayConfiguration
+    let logger: Logger
+    let loop: EventLoop
+    let metrics = RelayMetrics()
+    private let database: Database
+    private let worker: MailboxWorker
+    private let presence = LocalPresence<RelayConnection>()
+    private var connections: [UInt64: RelayConnection] = [:]
+    private var listeners: [TCPListener] = []
+    var admission: Admission
+    private var pendingAuth = 0
+    private var webSockets = 0
+    private var shuttingDown = false
+    private var lastMaintenanceMs: UInt64 = 0
+
+    /// The bound port of the main listener (useful with port 0).
+    public let port: UInt16
+    /// The bound port of the separate metrics listener, if configured.
+    public let metricsPort: UInt16?
+
+    /// Opens the mailbox and binds the listeners; call `run()` to serve.
+    public init(configuration: RelayConfiguration, admission: Admission = Admission(), logger: Logger) throws {
+        self.configuration = configuration
+        self.admission = admission
+        self.logger = logger
+        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let sync: Database.Synchronous = configuration.durability == "normal" ? .normal : .full
+        self.database = try Database(path: configuration.dataDirectory + "/relay.db", options: .init(synchronous: sync))
+        var mailboxLimits = MailboxLimits()
+        mailboxLimits.maxFrames = configuration.limits.mailboxMaxFrames
+        mailboxLimits.maxBytes = configuration.limits.mailboxMaxBytes
+        mailboxLimits.lifetimeMs = configuration.limits.storedFrameLifetimeMs
+        let mailbox = try SQLiteMailbox(database: self.database, limits: mailboxLimits)
+        self.worker = MailboxWorker(mailbox: mailbox, clock: { Posix.wallClockMs })
+        self.loop = try EventLoop()
+        var listeners: [TCPListener] = []
+        weak var weakSelf: RelayServer?
+        let main = try TCPListener(loop: self.loop, host: configuration.listenHost, port: configuration.listenPort,
+                                   backlog: 4096) { tcp in weakSelf?.accepted(tcp, metricsOnly: false) }
+        listeners.append(main)
+        self.port = main.port
+        if let host = configuration.metricsHost, let port = configuration.metricsPort {
+            let m = try TCPListener(loop: self.loop, host: host, port: port, backlog: 64) { tcp in
+                weakSelf?.accepted(tcp, metricsOnly: true)
+            }
+            listeners.append(m)
+            self.metricsPort = m.port
+        } else {
+            self.metricsPort = nil
+        }
+        self.listeners = listeners
+        weakSelf = self
+    }
+
+    var hasSeparateMetricsListener: Bool { self.metricsPort != nil }
+    var nowMs: UInt64 { self.loop.nowMs }
+    var wallClockMs: UInt64 { self.loop.wallClockMs }
+
+    /// Serves until `shutdown()` completes. Blocks the calling thread.
+    public func run() {
+        self.worker.start()
+        self.logger.notice("Relay listening", metadata: ["listen": "\(self.configuration.listenHost):\(self.port)",
+                                                         "data": self.configuration.dataDirectory])
+        self.scheduleSweep()
+        self.loop.execute { [self] in self.maintenance(force: true) }
+        self.loop.run()
+        self.worker.stopAndDrain()
+        self.logger.notice("Relay stopped")
+    }
+
+    /// Graceful stop (SIGTERM): stop accepting, close every connection with 1012, make every acknowledged STORE
+    /// durable, let the close frames flush (at most 2 s), then return from `run()`. Thread-safe.
+    public func shutdown() {
+        self.loop.execute { [self] in
+            guard !self.shuttingDown else { return }
+            self.shuttingDown = true
+            for l in self.listeners { l.close() }
+            for c in self.connections.values {
+                if c.isWebSocket, let action = c.session?.shutdown() { c.perform(action) } else { c.tcp.close() }
+            }
+            self.worker.submit(.barrier { [self] in
+                self.loop.execute { [self] in self.stopWhenClosed(deadlineMs: self.nowMs + 2_000) }
+            })
+        }
+    }
+
+    /// Replaces the admission lists (SIGHUP). Applies to new connections. Thread-safe.
+    public func reloadAdmission(_ admission: Admission) {
+        self.loop.execute { [self] in
+            self.admission = admission
+            self.logger.notice("Admission reloaded", metadata: [
+                "tokens": "\(admission.tokens.count)", "allowlist": admission.allowedKeys.map { "\($0.count)" } ?? "off",
+            ])
+        }
+    }
+
+    /// Runs `body` on the loop and waits for its result (for tests and status queries).
+    public func onLoop<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        let box = ResultBox<T>()
+        self.loop.execute { box.set(body()) }
+        return box.wait()
+    }
+
+    private func stopWhenClosed(deadlineMs: UInt64) {
+        if self.connections.isEmpty || self.nowMs >= deadlineMs {
+            self.loop.stop()
+        } else {
+            _ = self.loop.scheduleTimer(after: .milliseconds(20)) { [self] in self.stopWhenClosed(deadlineMs: deadlineMs) }
+        }
+    }
+
+    // MARK: Connections
+
+    private func accepted(_ tcp: TCPConnection, metricsOnly: Bool) {
+        self.metrics.connectionsAccepted += 1
+        let c = RelayConnection(server: self, tcp: tcp, nowMs: self.nowMs, metricsOnly: metricsOnly)
+        tcp.delegate = c
+        self.connections[tcp.id] = c
+        self.pendingAuth += 1
+        if self.shuttingDown { tcp.close() }
+    }
+
+    /// Whether a new WebSocket may be opened (connection limits, Protocol/relay.md §6).
+    func admitsNewWebSocket() -> Bool {
+        guard !self.shuttingDown else { return false }
+        // `pendingAuth` already counts the connection asking.
+        return self.pendingAuth <= self.configuration.limits.maxPendingAuth
+            && self.webSockets < self.configuration.limits.maxConnections
+    }
+
+    func webSocketOpened() { self.webSockets += 1 }
+
+    func connectionEnded(_ c: RelayConnection) {
+        guard self.connections.removeValue(forKey: c.tcp.id) != nil else { return }
+        if c.countsAsPendingAuth { self.pendingAuth -= 1 }
+        if c.session != nil { self.webSockets -= 1 }
+        if let key = c.key { self.presence.unregister(key, c) }
+    }
+
+    func authenticated(_ c: RelayConnection, key: PublicKey) {
+        if let old = self.presence.register(key, c), let action = old.session?.replaced() {
+            old.perform(action)
+        }
+        c.key = key
+        c.countsAsPendingAuth = false
+        self.pendingAuth -= 1
+        self.logger.debug("Client authenticated", metadata: ["conn.id": "\(c.tcp.id)", "peer.pk": key.short])
+        let id = c.tcp.id
+        self.worker.submit(.pendingCount(key) { [self] result in
+            self.loop.execute { [self] in
+                guard let c = self.connections[id], c.isWebSocket else { return }
+                let stored = (try? result.get()) ?? 0
+                c.writeFrame(c.session!.readyFrame(stored: stored))
+                c.readySent = true
+                c.draining = false
+                if stored > 0 { self.drain(c) } else { self.flushDeferred(c) }
+            }
+        })
+    }
+
+    // MARK: Forwarding (Protocol/relay.md §4)
+
+    func route(from sender: RelayConnection, sendID: UInt32, recipient: PublicKey, store: Bool,
+               payload: ArraySlice<UInt8>) {
+        guard let senderKey = sender.key else { return }
+        let target = self.presence.session(for: recipient)
+        if !store {
+            guard let t = target, t.isWebSocket, t.readySent else {
+                self.metrics.dropped(.recipientOffline)
+                return self.receipt(to: sender, sendID: sendID, .recipientOffline)
+            }
+            let delivered = self.deliverLive(to: t, sender: senderKey, payload: payload)
+            if !delivered { self.metrics.dropped(.recipientOffline) }
+            return self.receipt(to: sender, sendID: sendID, delivered ? .delivered : .recipientOffline)
+        }
+        var number = 0
+        if let t = target {
+            t.storeSeq += 1
+            number = t.storeSeq
+        }
+        let seq = number
+        let senderID = sender.tcp.id
+        let targetID = target?.tcp.id
+        let item = MailboxItem(recipient: recipient, sender: senderKey, payload: Array(payload))
+        self.worker.submit(.enqueue(item) { [self] result in
+            self.loop.execute { [self] in
+                self.stored(result, senderID: senderID, sendID: sendID, recipient: recipient, targetID: targetID,
+                            seq: seq)
+            }
+        })
+    }
+
+    private func stored(_ result: Result<MailboxEnqueueResult, any Error>, senderID: UInt64, sendID: UInt32,
+                        recipient: PublicKey, targetID: UInt64?, seq: Int) {
+        let target = targetID.flatMap { self.connections[$0] }
+        // The worker is FIFO and completions arrive in order, so numbers complete one after another.
+        if let t = target, seq > 0 { t.completedThrough = seq }
+        let status: ReceiptStatus
+        switch result {
+        case .success(.stored(let deliveryID)):
+            if let t = target, seq > 0 { t.storedPairs.append((seq, deliveryID)) }
+            self.metrics.framesStored += 1
+            if let t = self.presence.session(for: recipient), t.isWebSocket {
+                status = .delivered
+                if t.readySent { self.drain(t) }
+            } else {
+                status = .stored
+            }
+        case .success(.mailboxFull):
+            self.metrics.dropped(.mailboxFull)
+            status = .mailboxFull
+        case .failure(let error):
+            self.metrics.dropped(.storeError)
+            self.logger.error("Mailbox write failed", metadata: ["error": "\(error)"])
+            status = .recipientOffline
+        }
+        if let t = target, t.isWebSocket { self.flushDeferred(t) }
+        if let s = self.connections[senderID] { self.receipt(to: s, sendID: sendID, status) }
+    }
+
+    /// Writes a live DELIVER (delivery id 0), or holds it behind stored frames. Closes a recipient whose queue
+    /// would pass its bound (4002) and returns false.
+    private func deliverLive(to t: RelayConnection, sender: PublicKey, payload: ArraySlice<UInt8>) -> Bool {
+        let limit = self.configuration.limits.outboundQueueMaxBytes
+        if t.canWriteLiveNow {
+            t.writeDeliver(sender: sender, deliveryID: 0, payload: payload)
+        } else {
+            var frame = RelayConnection.deliverHeader(sender: sender, deliveryID: 0, payloadCount: payload.count)
+            frame.append(contentsOf: payload)
+            t.deferredBytes += frame.count
+            t.deferred.append((t.storeSeq, frame))
+        }
+        if t.queuedBytes > limit {
+            t.perform(t.session!.outboundQueueOverflowed())
+            return false
+        }
+        self.metrics.framesForwarded += 1
+        self.metrics.bytesForwarded += payload.count
+        return true
+    }
+
+    private func receipt(to c: RelayConnection, sendID: UInt32, _ status: ReceiptStatus) {
+        guard sendID != 0, c.isWebSocket else { return }
+        c.writeFrame(.receipt(sendID: sendID, status: status))
+    }
+
+    func acknowledge(_ c: RelayConnection, deliveryID: UInt64) {
+        guard let key = c.key else { return }
+        self.metrics.storedAcknowledged += 1
+        self.worker.submit(.acknowledge(key, deliveryID: deliveryID))
+    }
+
+    /// Delivers the next page of stored frames to `c`, oldest first; pages follow until the mailbox is empty,
+    /// pausing while the connection's queue is over half its bound.
+    func drain(_ c: RelayConnection) {
+        guard let key = c.key, c.isWebSocket else { return }
+        if c.draining {
+            c.drainAgain = true
+            return
+        }
+        if c.tcp.outboundBytesQueued > self.configuration.limits.outboundQueueMaxBytes / 2 {
+            c.drainAgain = true  // resumed by connectionWritable
+            return
+        }
+        c.draining = true
+        c.drainAgain = false
+        let id = c.tcp.id
+        let page = self.configuration.limits.mailboxPageFrames
+        self.worker.submit(.pending(key, after: c.cursor, limit: page) { [self] result in
+            self.loop.execute { [self] in
+                guard let c = self.connections[id], c.isWebSocket else { return }
+                c.draining = false
+                let frames = (try? result.get()) ?? []
+                for f in frames {
+                    c.writeDeliver(sender: f.sender, deliveryID: f.deliveryID, payload: f.payload[...])
+                    c.cursor = f.deliveryID
+                    self.metrics.storedDelivered += 1
+                    self.metrics.framesForwarded += 1
+                    self.metrics.bytesForwarded += f.payload.count
+                }
+                if c.queuedBytes > self.configuration.limits.outboundQueueMaxBytes {
+                    c.perform(c.session!.outboundQueueOverflowed())
+                    return
+                }
+                self.flushDeferred(c)
+                if frames.count == page || c.drainAgain {
+                    c.drainAgain = false
+                    self.drain(c)
+                }
+            }
+        })
+    }
+
+    /// Writes held live frames whose preceding STORE frames have all been delivered, in order.
+    private func flushDeferred(_ c: RelayConnection) {
+        var written = 0
+        while written < c.deferred.count, c.deferredMayGo(afterSeq: c.deferred[written].afterSeq) {
+            c.tcp.write(c.deferred[written].frame)
+            c.deferredBytes -= c.deferred[written].frame.count
+            written += 1
+        }
+        if written > 0 { c.deferred.removeFirst(written) }
+        // Committed STORE numbers no held frame depends on any more can be forgotten (keep the newest for
+        // `canWriteLiveNow`).
+        let oldestNeeded = c.deferred.first?.afterSeq ?? c.completedThrough
+        if c.storedPairs.count > 1, let cut = c.storedPairs.lastIndex(where: { $0.seq <= oldestNeeded }), cut > 0 {
+            c.storedPairs.removeFirst(cut)
+        }
+    }
+
+    // MARK: Timers
+
+    private func scheduleSweep() {
+        _ = self.loop.scheduleTimer(after: Self.sweepInterval) { [self] in
+            self.sweep()
+            if !self.shuttingDown { self.scheduleSweep() }
+        }
+    }
+
+    /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts and pings.
+    private func sweep() {
+        let now = self.nowMs
+        let limits = self.configuration.limits
+        for c in Array(self.connections.values) {
+            switch c.phase {
+            case .http:
+                // A connection that never finishes its request head gets the auth deadline too.
+                if now >= c.acceptedAtMs + limits.authDeadlineMs { c.tcp.close() }
+            case .websocket:
+                guard var s = c.session else { continue }
+                let action = s.timerFired(nowMs: now)
+                c.session = s
+                if action != .none {
+                    c.perform(action)
+                } else if c.readySent, now >= c.lastHeardMs + limits.pingIntervalMs,
+                          now >= c.lastPingMs + limits.pingIntervalMs {
+                    c.lastPingMs = now
+                    c.tcp.write(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8]()))
+                }
+            case .closing:
+                break
+            }
+        }
+        self.maintenance(force: false)
+    }
+
+    private func maintenance(force: Bool) {
+        let now = self.nowMs
+        guard force || now >= self.lastMaintenanceMs + Self.maintenanceIntervalMs else { return }
+        self.lastMaintenanceMs = now
+        self.worker.submit(.expire { [self] result in
+            let n = (try? result.get()) ?? 0
+            self.loop.execute { [self] in self.metrics.framesExpired += n }
+        })
+        self.refreshDepth()
+    }
+
+    private func refreshDepth() {
+        self.worker.submit(.depth { [self] result in
+            guard let d = try? result.get() else { return }
+            self.loop.execute { [self] in self.metrics.mailboxDepth = d }
+        })
+    }
+
+    func renderMetrics() -> String {
+        self.metrics.render(pendingAuth: self.pendingAuth, authenticated: self.presence.count, websocket: self.webSockets)
+    }
+
+    /// Counts for tests and status: (pending auth, authenticated, WebSockets, all connections).
+    public func connectionCounts() -> (pendingAuth: Int, authenticated: Int, webSockets: Int, all: Int) {
+        self.onLoop { (self.pendingAuth, self.presence.count, self.webSockets, self.connections.count) }
+    }
+}
+
+/// A one-shot value handed from the loop thread to a waiting thread.
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private var value: T?
+    private let semaphore = DispatchSemaphore(value: 0)
+    func set(_ v: T) {
+        self.value = v
+        self.semaphore.signal()
+    }
+    func wait() -> T {
+        self.semaphore.wait()
+        return self.value!
+    }
+}

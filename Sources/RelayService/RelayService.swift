@@ -1,1 +1,0 @@
-// RelayService module.

@@ -1,0 +1,351 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Testing
+@testable import RelayService
+
+/// The relay against every rule of Protocol/relay.md, over real sockets on 127.0.0.1.
+@Suite(.timeLimit(.minutes(1)), .serialized) struct RelayServerTests {
+    @Test func healthzAndMetrics() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let (status, body) = try relay.httpGet("/healthz")
+        #expect(status == 200 && body == "ok")
+        let (ms, metrics) = try relay.httpGet("/metrics")
+        #expect(ms == 200)
+        #expect(metrics.contains("# TYPE relay_frames_forwarded_total counter"))
+        #expect(metrics.contains("relay_frames_dropped_total{reason=\"mailbox_full\"} 0"))
+        #expect(try relay.httpGet("/nope").0 == 404)
+    }
+
+    @Test func metricsOnASeparateListener() throws {
+        let relay = try TestRelay(metricsListener: true)
+        defer { relay.stop() }
+        let port = try #require(relay.server.metricsPort)
+        #expect(try relay.httpGet("/metrics", port: port).0 == 200)
+        #expect(try relay.httpGet("/metrics").0 == 404)
+    }
+
+    @Test func loginGivesReadyWithTheLimits() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        #expect(a.ready?.stored == 0 && a.ready?.maxPayload == 262_144)
+        #expect(a.ws.selectedSubprotocol == "homebase-relay.v1")
+    }
+
+    @Test func badSignatureCloses1008() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay, login: false)
+        guard case .challenge(_, let nonce, _) = try a.next() else { throw TestFailure("no challenge") }
+        let other = SigningSecretKey.generate()
+        try a.send(.auth(publicKey: a.pk, signature: other.sign(nonce, context: SignatureContext.relayAuth)))
+        #expect(a.closeCode() == 1008)
+    }
+
+    @Test func signatureOverTheWrongContextCloses1008() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay, login: false)
+        guard case .challenge(_, let nonce, _) = try a.next() else { throw TestFailure("no challenge") }
+        try a.send(.auth(publicKey: a.pk, signature: a.key.sign(nonce, context: SignatureContext.advert)))
+        #expect(a.closeCode() == 1008)
+    }
+
+    @Test func frameBeforeAuthCloses1008() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay, login: false)
+        _ = try a.next()
+        try a.send(1, to: a.pk)
+        #expect(a.closeCode() == 1008)
+    }
+
+    @Test func silentClientIsClosedAtTheAuthDeadline() throws {
+        var limits = RelayLimits()
+        limits.authDeadlineMs = 200
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay, login: false)
+        _ = try a.next()
+        let start = ContinuousClock.now
+        #expect(a.closeCode(timeout: .seconds(4)) == 1008)
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+
+    @Test func slowlorisHTTPIsDroppedAtTheDeadline() throws {
+        var limits = RelayLimits()
+        limits.authDeadlineMs = 200
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let s = try TCPClientStream.connect(host: "127.0.0.1", port: relay.server.port, timeout: .seconds(1))
+        try s.send(Array("GET /v1/relay HTTP/1.1\r\nHost: x\r\n".utf8), deadline: nil)  // never finishes
+        let got = try s.receive(maxBytes: 100, timeout: .seconds(4))
+        #expect(got.isEmpty)  // closed by the relay
+    }
+
+    @Test func textMessageCloses1003() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        try a.ws.send(text: "hello")
+        #expect(a.closeCode() == 1003)
+    }
+
+    @Test func hugeMessageCloses1009() throws {
+        var limits = RelayLimits()
+        limits.maxPayloadBytes = 1_000
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        try a.send(1, to: a.pk, payload: [UInt8](repeating: 7, count: limits.maxMessageBytes + 1))
+        #expect(a.closeCode() == 1009)
+    }
+
+    @Test func payloadOverTheLimitGetsReceipt4() throws {
+        var limits = RelayLimits()
+        limits.maxPayloadBytes = 1_000
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        #expect(a.ready?.maxPayload == 1_000)
+        try a.send(9, to: a.pk, payload: [UInt8](repeating: 7, count: 1_001))
+        #expect(try a.receipt() == (9, .payloadTooLarge))
+    }
+
+    @Test func reservedFlagsGetReceipt6() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        try a.send(.send(sendID: 3, recipient: a.pk, flags: 0x82, payload: [1][...]))
+        #expect(try a.receipt() == (3, .badFlags))
+    }
+
+    @Test func liveFrameIsForwardedWithTheAuthenticatedSender() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        try a.send(5, to: b.pk, payload: [9, 8, 7])
+        #expect(try a.receipt() == (5, .delivered))
+        #expect(try b.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [9, 8, 7][...]))
+        // send_id 0 asks for no receipt
+        try a.send(0, to: b.pk, payload: [1])
+        #expect(try b.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [1][...]))
+        try a.send(6, to: b.pk, payload: [2])
+        #expect(try a.receipt() == (6, .delivered))
+    }
+
+    @Test func offlineRecipientWithoutStoreGetsReceipt2() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let nobody = SigningSecretKey.generate().publicKey
+        let start = ContinuousClock.now
+        try a.send(11, to: nobody)
+        #expect(try a.receipt() == (11, .recipientOffline))
+        #expect(ContinuousClock.now - start < .milliseconds(500))
+    }
+
+    @Test func storedFramesAreDeliveredInOrderRedeliveredUntilAckedThenGone() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let bKey = SigningSecretKey.generate()
+        for i in 1...3 {
+            try a.send(UInt32(i), to: bKey.publicKey, store: true, payload: [UInt8(i)])
+            #expect(try a.receipt() == (UInt32(i), .stored))
+        }
+        var ids: [UInt64] = []
+        do {
+            let b = try TestClient(relay, key: bKey)
+            #expect(b.ready?.stored == 3)
+            for i in 1...3 {
+                guard case .deliver(let s, let id, let p) = try b.next() else { throw TestFailure("no DELIVER") }
+                #expect(s == a.pk && id != 0 && p == [UInt8(i)][...])
+                ids.append(id)
+            }
+            #expect(ids == ids.sorted())
+            try b.send(.ack(deliveryID: ids[0]))
+            b.ws.close()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        do {
+            let b = try TestClient(relay, key: bKey)
+            #expect(b.ready?.stored == 2)
+            #expect(try b.next() == .deliver(sender: a.pk, deliveryID: ids[1], payload: [2][...]))
+            #expect(try b.next() == .deliver(sender: a.pk, deliveryID: ids[2], payload: [3][...]))
+            try b.send(.ack(deliveryID: ids[1]))
+            try b.send(.ack(deliveryID: ids[2]))
+            try b.send(.ack(deliveryID: 999_999))  // unknown: ignored
+            b.ws.close()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        let b = try TestClient(relay, key: bKey)
+        #expect(b.ready?.stored == 0)
+    }
+
+    @Test func storeToAnOnlineRecipientIsDeliveredWithItsIDAndReceipt0() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        try a.send(1, to: b.pk, store: true, payload: [1])
+        try a.send(2, to: b.pk, store: false, payload: [2])
+        try a.send(3, to: b.pk, store: true, payload: [3])
+        var receipts: [UInt32: ReceiptStatus] = [:]
+        for _ in 0..<3 {
+            let (id, s) = try a.receipt()
+            receipts[id] = s
+        }
+        #expect(receipts == [1: .delivered, 2: .delivered, 3: .delivered])
+        // Order is kept: the live frame waits behind the stored one sent before it.
+        guard case .deliver(_, let id1, let p1) = try b.next() else { throw TestFailure("1") }
+        #expect(id1 != 0 && p1 == [1][...])
+        #expect(try b.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [2][...]))
+        guard case .deliver(_, let id3, let p3) = try b.next() else { throw TestFailure("3") }
+        #expect(id3 > id1 && p3 == [3][...])
+    }
+
+    @Test func fullMailboxGetsReceipt3() throws {
+        var limits = RelayLimits()
+        limits.mailboxMaxFrames = 2
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = SigningSecretKey.generate().publicKey
+        for i in 1...2 {
+            try a.send(UInt32(i), to: b, store: true)
+            #expect(try a.receipt() == (UInt32(i), .stored))
+        }
+        try a.send(3, to: b, store: true)
+        #expect(try a.receipt() == (3, .mailboxFull))
+    }
+
+    @Test func newestConnectionWinsAndTheOldOneGets4001() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let key = SigningSecretKey.generate()
+        let first = try TestClient(relay, key: key)
+        let second = try TestClient(relay, key: key)
+        #expect(first.closeCode() == 4001)
+        let a = try TestClient(relay)
+        try a.send(1, to: key.publicKey, payload: [4])
+        #expect(try a.receipt() == (1, .delivered))
+        #expect(try second.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [4][...]))
+    }
+
+    @Test func floodingSenderGetsReceipt5() throws {
+        var limits = RelayLimits()
+        limits.sendFramesPerSecond = 1
+        limits.sendFramesBurst = 3
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        for i in 1...5 { try a.send(UInt32(i), to: b.pk) }
+        var statuses: [ReceiptStatus] = []
+        for _ in 1...5 { statuses.append(try a.receipt().1) }
+        #expect(statuses.filter { $0 == .delivered }.count == 3)
+        #expect(statuses.filter { $0 == .rateLimited }.count == 2)
+    }
+
+    @Test func readerThatCannotKeepUpIsClosed4002() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let slow = try TestClient(relay)
+        let payload = [UInt8](repeating: 1, count: 60_000)
+        var offline = false
+        for i in 1...400 where !offline {
+            try a.send(UInt32(i), to: slow.pk, payload: payload)
+            if try a.receipt().1 == .recipientOffline { offline = true }
+        }
+        #expect(offline)
+        let (_, metrics) = try relay.httpGet("/metrics")
+        #expect(metrics.contains("relay_closes_total{reason=\"too_slow\"} 1"))
+        #expect(slow.closeCode(timeout: .seconds(10)) == 4002)
+    }
+
+    @Test func idleClientIsClosedAfterMissedPings() throws {
+        var limits = RelayLimits()
+        limits.pingIntervalMs = 300
+        limits.idleTimeoutMs = 900
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        // A client that answers pings stays (receive answers them while it waits).
+        let b = try TestClient(relay)
+        #expect(try b.ws.receive(timeout: .milliseconds(2_200)) == nil)
+        #expect(a.closeCode(timeout: .seconds(2)) == 1001)
+        try b.send(1, to: b.pk)
+        #expect(try b.receipt() == (1, .delivered))
+    }
+
+    @Test func accessTokenIsRequiredWhenConfigured() throws {
+        let relay = try TestRelay(admission: Admission(tokens: ["s3cret"]))
+        defer { relay.stop() }
+        #expect(throws: WebSocketClient.Error.self) { _ = try TestClient(relay) }
+        do {
+            _ = try TestClient(relay)
+        } catch .handshake(let why) as WebSocketClient.Error {
+            #expect(why.contains("401"))
+        }
+        let a = try TestClient(relay, headers: [("Authorization", "Bearer s3cret")])
+        #expect(a.ready != nil)
+        let b = try TestClient(relay, url: relay.url + "?token=s3cret")
+        #expect(b.ready != nil)
+    }
+
+    @Test func keysOutsideTheAllowlistAreClosed1008AndReloadApplies() throws {
+        let allowed = SigningSecretKey.generate()
+        let relay = try TestRelay(admission: Admission(allowedKeys: [allowed.publicKey]))
+        defer { relay.stop() }
+        let ok = try TestClient(relay, key: allowed)
+        #expect(ok.ready != nil)
+        let stranger = SigningSecretKey.generate()
+        let s = try TestClient(relay, key: stranger, login: false)
+        guard case .challenge(_, let nonce, _) = try s.next() else { throw TestFailure("no challenge") }
+        try s.send(.auth(publicKey: stranger.publicKey, signature: stranger.sign(nonce, context: SignatureContext.relayAuth)))
+        #expect(s.closeCode() == 1008)
+        relay.server.reloadAdmission(Admission(allowedKeys: [allowed.publicKey, stranger.publicKey]))
+        let again = try TestClient(relay, key: stranger)
+        #expect(again.ready != nil)
+    }
+
+    @Test func shutdownClosesClientsWith1012() throws {
+        let relay = try TestRelay()
+        let a = try TestClient(relay)
+        relay.server.shutdown()
+        #expect(a.closeCode() == 1012)
+        relay.stop()
+    }
+
+    @Test func unknownPathAndPlainGetAreRefused() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        #expect(try relay.httpGet("/v1/relay").0 == 400)  // not an upgrade
+        #expect(throws: WebSocketClient.Error.self) {
+            _ = try WebSocketClient.connect("ws://127.0.0.1:\(relay.server.port)/elsewhere")
+        }
+    }
+
+    @Test func manyIdleConnectionsDoNotDisturbOthers() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        var idle: [TCPClientStream] = []
+        for _ in 0..<500 {
+            idle.append(try TCPClientStream.connect(host: "127.0.0.1", port: relay.server.port, timeout: .seconds(2)))
+        }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        try a.send(1, to: b.pk)
+        #expect(try a.receipt() == (1, .delivered))
+        #expect(relay.server.connectionCounts().all >= 502)
+        for s in idle { s.close() }
+    }
+}

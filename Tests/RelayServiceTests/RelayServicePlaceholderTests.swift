@@ -1,6 +1,0 @@
-import Testing
-@testable import RelayService
-
-@Suite struct RelayServicePlaceholder {
-    @Test func moduleLoads() {}
-}

@@ -1,0 +1,134 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Testing
+@testable import RelayService
+
+/// A relay on 127.0.0.1 port 0 in a temporary data directory, run on its own thread.
+final class TestRelay: @unchecked Sendable {
+    let server: RelayServer
+    let dataDirectory: String
+    private let thread: Thread
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(limits: RelayLimits = RelayLimits(), admission: Admission = Admission(), dataDirectory: String? = nil,
+         metricsListener: Bool = false) throws {
+        let dir = dataDirectory ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("relay-test-\(UUID().uuidString)").path
+        self.dataDirectory = dir
+        var c = RelayConfiguration()
+        c.listenHost = "127.0.0.1"
+        c.listenPort = 0
+        c.dataDirectory = dir
+        c.durability = "normal"
+        c.limits = limits
+        if metricsListener {
+            c.metricsHost = "127.0.0.1"
+            c.metricsPort = 0
+        }
+        let server = try RelayServer(configuration: c, admission: admission, logger: .discard())
+        self.server = server
+        let done = self.finished
+        self.thread = Thread {
+            server.run()
+            done.signal()
+        }
+        self.thread.start()
+    }
+
+    var url: String { "ws://127.0.0.1:\(self.server.port)/v1/relay" }
+
+    func stop() {
+        self.server.shutdown()
+        self.finished.wait()
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: self.dataDirectory)
+    }
+
+    /// Plain HTTP GET on the main (or metrics) listener: (status, body).
+    func httpGet(_ path: String, port: UInt16? = nil) throws -> (Int, String) {
+        let stream = try TCPClientStream.connect(host: "127.0.0.1", port: port ?? self.server.port, timeout: .seconds(2))
+        defer { stream.close() }
+        try stream.send(Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8), deadline: .now + .seconds(2))
+        var all = [UInt8]()
+        while true {
+            let b = try stream.receive(maxBytes: 65536, timeout: .seconds(2))
+            if b.isEmpty { break }
+            all += b
+        }
+        let text = String(decoding: all, as: UTF8.self)
+        let status = Int(text.split(separator: " ")[1]) ?? 0
+        let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+        return (status, body)
+    }
+}
+
+/// A relay client driven frame by frame, for tests.
+final class TestClient {
+    let key: SigningSecretKey
+    let ws: WebSocketClient
+    var ready: (stored: UInt32, maxPayload: UInt32)?
+
+    var pk: PublicKey { self.key.publicKey }
+
+    /// Connects; logs in unless `login` is false.
+    init(_ relay: TestRelay, key: SigningSecretKey = .generate(), login: Bool = true,
+         headers: [(String, String)] = [], url: String? = nil) throws {
+        self.key = key
+        var o = WebSocketClient.Options(subprotocol: "homebase-relay.v1")
+        o.headers = headers
+        o.maxMessageBytes = 1 << 20
+        self.ws = try WebSocketClient.connect(url ?? relay.url, options: o)
+        if login { try self.login() }
+    }
+
+    func login() throws {
+        guard case .challenge(let version, let nonce, _) = try self.next() else { throw TestFailure("no CHALLENGE") }
+        #expect(version == 1)
+        try self.send(.auth(publicKey: self.pk, signature: self.key.sign(nonce, context: SignatureContext.relayAuth)))
+        guard case .ready(let stored, let max) = try self.next() else { throw TestFailure("no READY") }
+        self.ready = (stored, max)
+    }
+
+    func send(_ frame: RelayFrame) throws {
+        try self.ws.send(binary: frame.encoded())
+    }
+
+    func send(_ sendID: UInt32, to: PublicKey, store: Bool = false, payload: [UInt8] = [1, 2, 3]) throws {
+        try self.send(.send(sendID: sendID, recipient: to, flags: store ? 1 : 0, payload: payload[...]))
+    }
+
+    /// The next relay frame, or a TestFailure on timeout.
+    func next(timeout: Duration = .seconds(5)) throws -> RelayFrame {
+        guard let m = try self.ws.receive(timeout: timeout) else { throw TestFailure("timed out waiting for a frame") }
+        return try RelayFrame(decoding: m.payload)
+    }
+
+    /// Reads until the relay closes; returns the close code.
+    func closeCode(timeout: Duration = .seconds(5)) -> UInt16? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            do {
+                _ = try self.ws.receive(timeout: deadline - .now)
+            } catch .closed(let code, _) {
+                return code
+            } catch {
+                return nil
+            }
+        }
+        return nil
+    }
+
+    func receipt(timeout: Duration = .seconds(5)) throws -> (UInt32, ReceiptStatus) {
+        guard case .receipt(let id, let status) = try self.next(timeout: timeout) else { throw TestFailure("not a RECEIPT") }
+        return (id, status)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { self.description = d }
+}
