@@ -13,7 +13,9 @@ public struct HTTPProviderMakers: Sendable {
     public init(ollama: @escaping @Sendable (VerifiedEndpoint, String) -> any LLMProvider,
                 openAI: @escaping @Sendable (String, @escaping @Sendable () -> String?) -> any LLMProvider,
                 anthropic: @escaping @Sendable (String, @escaping @Sendable () -> String?) -> any LLMProvider,
-                onDevice: @escaping @Sendable (DeviceModel?) -> any LLMProvider = { OnDeviceProvider(deviceModel: $0) }) {
+                onDevice: @escaping @Sendable (DeviceModel?) -> any LLMProvider = {
+                    OnDeviceProvider(deviceModel: $0)
+                }) {
         self.ollama = ollama
         self.openAI = openAI
         self.anthropic = anthropic

@@ -26,22 +26,21 @@ import Testing
         #expect(grant.isInForce(nowMs: 1_999) && !grant.isInForce(nowMs: 2_000))
     }
 
+    func verify(_ payload: [UInt8], signedBy key: SigningSecretKey, context: String = SignatureContext.grant,
+                sender: PublicKey = Self.host.publicKey) -> VerifiedGrant? {
+        self.verifier.verifiedGrant(payload: payload, signature: key.sign(payload, context: context), sender: sender)
+    }
+
     @Test func wrongContextForgedSignatureAndWrongAddressingAreRejected() {
         let payload = Self.payload()
-        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.host.sign(payload, context: SignatureContext.advert),
-                                            sender: Self.host.publicKey) == nil)
-        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.stranger.sign(payload, context: SignatureContext.grant),
-                                            sender: Self.host.publicKey) == nil)
+        #expect(self.verify(payload, signedBy: Self.host, context: SignatureContext.advert) == nil)
+        #expect(self.verify(payload, signedBy: Self.stranger) == nil)
         // Signed by the stranger but naming the host: host != sender.
-        #expect(self.verifier.verifiedGrant(payload: payload, signature: Self.stranger.sign(payload, context: SignatureContext.grant),
-                                            sender: Self.stranger.publicKey) == nil)
+        #expect(self.verify(payload, signedBy: Self.stranger, sender: Self.stranger.publicKey) == nil)
         // A grant for someone else.
-        let other = Self.payload(guest: Self.stranger.publicKey)
-        #expect(self.verifier.verifiedGrant(payload: other, signature: Self.host.sign(other, context: SignatureContext.grant),
-                                            sender: Self.host.publicKey) == nil)
+        #expect(self.verify(Self.payload(guest: Self.stranger.publicKey), signedBy: Self.host) == nil)
         // Garbage, even when validly signed.
-        let junk = Array("{\"v\":1,\"host\":\"zz\"}".utf8)
-        #expect(self.verifier.verifiedGrant(payload: junk, signature: Self.host.sign(junk, context: SignatureContext.grant),
-                                            sender: Self.host.publicKey) == nil)
+        #expect(self.verify(Array("{\"v\":1,\"host\":\"zz\"}".utf8), signedBy: Self.host) == nil)
+        #expect(self.verify([], signedBy: Self.host) == nil)
     }
 }

@@ -49,7 +49,9 @@ import Testing
         let hub = LoopbackMessengerHub()
         let client = hub.messenger(for: RelayRig.clientKey) { _ in .sibling }
         let nodeEvents = Mutex<[MessengerEvent]>([])
-        let responses = InferenceResponseRouter(messenger: client, events: { e in nodeEvents.withLock { $0.append(e) } })
+        let responses = InferenceResponseRouter(messenger: client) { _ in } events: { event in
+            nodeEvents.withLock { $0.append(event) }
+        }
         defer { responses.stop() }
         let (events, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
         responses.register(id: "r1", host: RelayRig.hostKey, channel: .syncDelta, sink: sink)

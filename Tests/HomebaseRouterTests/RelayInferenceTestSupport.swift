@@ -132,7 +132,9 @@ struct RelayRig {
     }
 
     func crossAccount(conversations: ConversationTracker,
-                      ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder) -> CrossAccountInferenceProvider {
+                      ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder)
+        -> CrossAccountInferenceProvider
+    {
         CrossAccountInferenceProvider(
             messenger: self.client, responses: self.responses, host: Self.hostKey, model: "llama3.1:70b",
             onDeviceFallback: Self.fallback, conversations: conversations, watchdogs: ladder,
