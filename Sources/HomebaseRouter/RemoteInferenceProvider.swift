@@ -1,0 +1,35 @@
+import HomebaseCore
+import HomebaseNode
+
+/// Shape two of seed 000 §4: this account's Homebase over the sealed sibling channel (`sync_delta`).
+///
+/// Every request goes whole (siblings have no conversation cache). Any failure — a watchdog, an
+/// `infer.error`, a refused receipt, a lost relay — and any request with tools is answered by the
+/// on-device fallback; see `RelayInferenceClient`. It never fails.
+public struct RemoteInferenceProvider: LLMProvider {
+    public let client: RelayInferenceClient
+
+    /// - Precondition: `client.channel` is `.syncDelta`.
+    public init(client: RelayInferenceClient) {
+        precondition(client.channel == .syncDelta, "RemoteInferenceProvider runs on the sibling channel")
+        self.client = client
+    }
+
+    public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey, model: String,
+                onDeviceFallback: any LLMProvider, watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
+                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+        self.init(client: RelayInferenceClient(
+            messenger: messenger, responses: responses, host: host, channel: .syncDelta, model: model,
+            onDeviceFallback: onDeviceFallback, watchdogs: watchdogs, clock: clock, logger: logger))
+    }
+
+    public var kind: ProviderKind { .remote }
+
+    public func complete(_ request: ChatRequest) async throws(ProviderError) -> ChatResult {
+        try await self.client.complete(request, plan: .whole(request.messages))
+    }
+
+    public func stream(_ request: ChatRequest) -> AsyncStream<ChatStreamEvent> {
+        self.client.stream(request, plan: .whole(request.messages))
+    }
+}
