@@ -25,8 +25,8 @@ final class CurlBodyChannel: Sendable {
     }
 
     private enum HeadState {
-        case pending(CheckedContinuation<HTTPResponseHead, Error>?)
-        case received(HTTPResponseHead)
+        case pending(CheckedContinuation<HTTPClientResponseHead, Error>?)
+        case received(HTTPClientResponseHead)
         case failed(HTTPClientError)
         case delivered
     }
@@ -52,8 +52,8 @@ final class CurlBodyChannel: Sendable {
     // MARK: Head
 
     /// Registers the task awaiting the head; resumes it at once if the head (or failure) is already known.
-    func waitForHead(_ continuation: CheckedContinuation<HTTPResponseHead, Error>) {
-        let ready: Result<HTTPResponseHead, HTTPClientError>? = self.state.withLock { state in
+    func waitForHead(_ continuation: CheckedContinuation<HTTPClientResponseHead, Error>) {
+        let ready: Result<HTTPClientResponseHead, HTTPClientError>? = self.state.withLock { state in
             switch state.head {
             case .pending(nil):
                 state.head = .pending(continuation)
@@ -74,12 +74,12 @@ final class CurlBodyChannel: Sendable {
     }
 
     /// Loop thread: the final head is complete.
-    func headReceived(_ head: HTTPResponseHead) {
+    func headReceived(_ head: HTTPClientResponseHead) {
         self.resolveHead(.success(head))
     }
 
-    private func resolveHead(_ result: Result<HTTPResponseHead, HTTPClientError>) {
-        let waiter: CheckedContinuation<HTTPResponseHead, Error>? = self.state.withLock { state in
+    private func resolveHead(_ result: Result<HTTPClientResponseHead, HTTPClientError>) {
+        let waiter: CheckedContinuation<HTTPClientResponseHead, Error>? = self.state.withLock { state in
             guard case .pending(let continuation) = state.head else { return nil }
             switch (result, continuation) {
             case (_, .some):

@@ -231,7 +231,7 @@ final class CurlTransfer: @unchecked Sendable {
     private func headCompleted() {
         self.headComplete = true
         if case .streamed(let channel) = self.delivery {
-            channel.headReceived(HTTPResponseHead(status: self.status, headers: self.headers))
+            channel.headReceived(HTTPClientResponseHead(status: self.status, headers: self.headers))
         }
     }
 
@@ -295,7 +295,7 @@ final class CurlTransfer: @unchecked Sendable {
         } else {
             outcome = self.failure ?? error
         }
-        let head = HTTPResponseHead(status: self.status, headers: self.headers)
+        let head = HTTPClientResponseHead(status: self.status, headers: self.headers)
         switch self.delivery {
         case .buffered(let sink):
             if let outcome {

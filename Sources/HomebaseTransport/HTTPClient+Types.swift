@@ -59,7 +59,7 @@ public struct HTTPRequest: Sendable {
 }
 
 /// Status line and headers of the final response (interim 1xx responses and followed redirects are dropped).
-public struct HTTPResponseHead: Sendable, Equatable {
+public struct HTTPClientResponseHead: Sendable, Equatable {
     /// Status code, e.g. 200.
     public var status: Int
     /// Headers in arrival order, names lowercased, values trimmed.
@@ -76,17 +76,17 @@ public struct HTTPResponseHead: Sendable, Equatable {
         return self.headers.first { $0.0 == lowered }?.1
     }
 
-    public static func == (lhs: HTTPResponseHead, rhs: HTTPResponseHead) -> Bool {
+    public static func == (lhs: HTTPClientResponseHead, rhs: HTTPClientResponseHead) -> Bool {
         lhs.status == rhs.status && lhs.headers.elementsEqual(rhs.headers) { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 }
 
 /// A complete, buffered response.
 public struct HTTPResponse: Sendable {
-    public var head: HTTPResponseHead
+    public var head: HTTPClientResponseHead
     public var body: [UInt8]
 
-    public init(head: HTTPResponseHead, body: [UInt8]) {
+    public init(head: HTTPClientResponseHead, body: [UInt8]) {
         self.head = head
         self.body = body
     }

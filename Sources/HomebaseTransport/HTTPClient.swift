@@ -53,7 +53,7 @@ public final class HTTPClient: Sendable {
     /// - Throws: before the head, as `send(_:)`; later errors end the stream.
     public func stream(
         _ request: HTTPRequest
-    ) async throws -> (HTTPResponseHead, AsyncThrowingStream<[UInt8], Error>) {
+    ) async throws -> (HTTPClientResponseHead, AsyncThrowingStream<[UInt8], Error>) {
         let channel = CurlBodyChannel(highWaterBytes: Self.streamBufferBytes)
         let transfer = CurlTransfer(request: request, delivery: .streamed(channel))
         let head = try await withTaskCancellationHandler {
