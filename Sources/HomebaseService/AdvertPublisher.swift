@@ -119,6 +119,9 @@ public final class AdvertPublisher: Sendable {
                 recipients = [Recipient(peer: peer, channel: channel, store: false)]
             }
             recipients.removeAll { $0.peer == self.identity.publicKey }
+            if trigger == .start || trigger == .change { last = content }
+            // Nobody to tell (a Homebase not yet paired): spend no seq, write nothing.
+            guard !recipients.isEmpty else { return nil }
 
             let seq: UInt64
             do {
@@ -133,7 +136,6 @@ public final class AdvertPublisher: Sendable {
             for r in recipients {
                 self.messenger.send(.advert(blob), to: r.peer, channel: r.channel, store: r.store)
             }
-            if trigger == .start || trigger == .change { last = content }
             self.logger.debug("advert sent", metadata: [
                 "seq": "\(seq)", "models": "\(payload.models.count)", "recipients": "\(recipients.count)",
             ])

@@ -86,7 +86,8 @@ public actor HomebaseDaemon {
     /// Runs until `stop()`. Calling it again after it returned does nothing.
     public func run() async {
         guard self.runTask == nil, !self.stopped else { return }
-        self.lastStateVersion = try? self.state.stateVersion()
+        // Whatever changed since the directory was loaded (a CLI pairing meanwhile) counts from here on.
+        await self.reloadIfChanged()
         self.adverts.publishOnStart()
         let task = Task { await self.runLoops() }
         self.runTask = task

@@ -65,6 +65,9 @@ public actor InferenceServer {
     /// Admitted requests waiting for a slot.
     public var queuedCount: Int { self.queue.count }
 
+    /// The limits in force (admission limits follow the settings).
+    public var currentLimits: InferenceLimits { self.limits }
+
     /// New admission limits (settings changed). Running requests are not touched; freed slots go to the queue.
     public func updateAdmission(maxConcurrent: Int, maxQueued: Int) {
         self.limits.maxConcurrent = max(1, maxConcurrent)
