@@ -83,7 +83,8 @@ public actor HomebaseDaemon {
         self.pairing = PairingService(state: state, logger: logger.with("component", "pairing"))
     }
 
-    /// Runs until `stop()`. Calling it again after it returned does nothing.
+    /// Runs until `stop()` (or until the calling task is cancelled, or the messenger's inbound stream ends).
+    /// Calling it again after it returned does nothing.
     public func run() async {
         guard self.runTask == nil, !self.stopped else { return }
         // Whatever changed since the directory was loaded (a CLI pairing meanwhile) counts from here on.
@@ -91,7 +92,8 @@ public actor HomebaseDaemon {
         self.adverts.publishOnStart()
         let task = Task { await self.runLoops() }
         self.runTask = task
-        await task.value
+        // Cancelling the task that called `run()` stops the daemon too.
+        await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         await self.inference.stopAll()
     }
 
