@@ -1,0 +1,199 @@
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseNode
+import HomebaseRouter
+
+/// The Homebase daemon's core: wires a `PeerMessenger` to pairing, adverts and inference.
+///
+/// `run()` publishes the start advert, then consumes the messenger's inbound messages, the runtime's status
+/// changes, the heartbeat and the state-database poll until `stop()`; it returns once everything has ended,
+/// with every in-flight request cancelled.
+///
+/// Dispatch: on sync_delta, `infer.request`/`infer.cancel`, `advert.request` and `pair.request` (the only
+/// message a stranger may send); a sibling's `roster` or `advert` is ignored (this Homebase signs the roster
+/// and is the one host). On contact, `infer.*` go to the inference server, whose authorizer answers strangers
+/// with silence; the rest of the contact channel is the next step.
+public actor HomebaseDaemon {
+    /// How the heartbeat advert is paced.
+    public enum Heartbeat: Sendable {
+        /// Every interval (Protocol/messages.md §3: 2 minutes).
+        case every(Duration)
+        /// One beat per element (tests drive it).
+        case ticks(AsyncStream<Void>)
+    }
+
+    public struct Configuration: Sendable {
+        public var heartbeat: Heartbeat
+        /// How often the state database's `state_version` is polled for a CLI's changes.
+        public var statePollInterval: Duration
+        public var limits: InferenceLimits
+
+        public init(heartbeat: Heartbeat = .every(.seconds(120)), statePollInterval: Duration = .seconds(1),
+                    limits: InferenceLimits = InferenceLimits()) {
+            self.heartbeat = heartbeat
+            self.statePollInterval = statePollInterval
+            self.limits = limits
+        }
+    }
+
+    public let publicKey: PublicKey
+    public nonisolated let directory: PeerDirectory
+    public nonisolated let inference: InferenceServer
+    public nonisolated let adverts: AdvertPublisher
+    public nonisolated let pairing: PairingService
+
+    private let state: HomebaseState
+    private let messenger: any PeerMessenger
+    private let runtime: any RuntimeStatusSource
+    private let configuration: Configuration
+    private let clock: ServiceClock
+    private let logger: Logger
+    private var runTask: Task<Void, Never>?
+    private var stopped = false
+    private var lastStateVersion: UInt64?
+
+    /// - Parameters:
+    ///   - identity: the device key (`state.deviceKey()`); `messenger` must be logged in with it.
+    ///   - directory: the same directory whose `relationLookup` the messenger was built with.
+    ///   - authorizer: who may run models; by default siblings only.
+    public init(state: HomebaseState, identity: SigningSecretKey, directory: PeerDirectory,
+                messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
+                authorizer: (any InferenceAuthorizer)? = nil, configuration: Configuration = Configuration(),
+                clock: ServiceClock = .system, logger: Logger = .discard()) {
+        self.publicKey = identity.publicKey
+        self.state = state
+        self.directory = directory
+        self.messenger = messenger
+        self.runtime = runtime
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        var limits = configuration.limits
+        if let settings = try? state.settings() {
+            limits.maxConcurrent = settings.maxConcurrentRequests
+            limits.maxQueued = settings.maxQueuedRequests
+        }
+        self.inference = InferenceServer(
+            engine: engine, runtime: runtime, messenger: messenger,
+            authorizer: authorizer ?? SiblingInferenceAuthorizer(directory: directory), limits: limits,
+            clock: clock, logger: logger.with("component", "inference"))
+        self.adverts = AdvertPublisher(
+            identity: identity, state: state, runtime: runtime, messenger: messenger,
+            siblings: { [directory] in directory.siblings }, clock: clock, logger: logger.with("component", "advert"))
+        self.pairing = PairingService(state: state, logger: logger.with("component", "pairing"))
+    }
+
+    /// Runs until `stop()` (or until the calling task is cancelled, or the messenger's inbound stream ends).
+    /// Calling it again after it returned does nothing.
+    public func run() async {
+        guard self.runTask == nil, !self.stopped else { return }
+        // Whatever changed since the directory was loaded (a CLI pairing meanwhile) counts from here on.
+        await self.reloadIfChanged()
+        self.adverts.publishOnStart()
+        let task = Task { await self.runLoops() }
+        self.runTask = task
+        // Cancelling the task that called `run()` stops the daemon too.
+        await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        await self.inference.stopAll()
+    }
+
+    /// Stops `run()`: its loops end and in-flight requests are cancelled.
+    public func stop() {
+        self.stopped = true
+        self.runTask?.cancel()
+    }
+
+    private nonisolated func runLoops() async {
+        // Each loop returns whether its ending ends the daemon: only the messenger's inbound stream does (the
+        // messenger was shut down); a finished status or tick stream just stops that loop.
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await message in self.messenger.inbound {
+                    await self.dispatch(message)
+                }
+                return true
+            }
+            group.addTask {
+                for await status in self.runtime.changes {
+                    self.adverts.runtimeChanged(status)
+                }
+                return false
+            }
+            group.addTask {
+                switch self.configuration.heartbeat {
+                case .every(let interval):
+                    while !Task.isCancelled {
+                        do { try await self.clock.sleep(interval) } catch { break }
+                        self.adverts.heartbeat()
+                    }
+                case .ticks(let ticks):
+                    for await _ in ticks { self.adverts.heartbeat() }
+                }
+                return false
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    do { try await self.clock.sleep(self.configuration.statePollInterval) } catch { break }
+                    await self.reloadIfChanged()
+                }
+                return false
+            }
+            while let ends = await group.next() {
+                if ends || Task.isCancelled { break }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Handles one inbound message.
+    public func dispatch(_ inbound: InboundMessage) async {
+        let sender = inbound.sender
+        switch inbound.channel {
+        case .syncDelta:
+            if case .pairRequest(let secret, let name) = inbound.message {
+                self.pairing.handle(sender: sender, secret: secret, name: name, nowMs: self.clock.nowMs(),
+                                    messenger: self.messenger, directory: self.directory)
+                return
+            }
+            // The messenger already applied the entitlement rule; check again, cheaply, in case it is wired to
+            // an older roster.
+            guard self.directory.relation(of: sender).isSibling else { return }
+            switch inbound.message {
+            case .inferRequest(let request):
+                await self.inference.handleRequest(request, from: sender, channel: .syncDelta)
+            case .inferCancel(let id):
+                await self.inference.handleCancel(id: id, from: sender)
+            case .advertRequest:
+                self.adverts.answerRequest(from: sender, channel: .syncDelta)
+            default:
+                // roster, advert, settings.model_choice, host→client messages: nothing for the Homebase to do.
+                break
+            }
+        case .contact:
+            switch inbound.message {
+            case .inferRequest(let request):
+                await self.inference.handleRequest(request, from: sender, channel: .contact)
+            case .inferCancel(let id):
+                await self.inference.handleCancel(id: id, from: sender)
+            default:
+                break
+            }
+        case .unknown:
+            break
+        }
+    }
+
+    /// Re-reads the roster and settings if another process changed the state database.
+    public func reloadIfChanged() async {
+        guard let version = try? self.state.stateVersion(), version != self.lastStateVersion else { return }
+        self.lastStateVersion = version
+        do {
+            if let roster = try self.state.currentRoster() { self.directory.update(roster: roster) }
+            let settings = try self.state.settings()
+            await self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
+                                                 maxQueued: settings.maxQueuedRequests)
+        } catch {
+            self.logger.error("cannot reload state", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import HomebaseCore
+
+/// The inference server's limits (Protocol/messages.md §2) and admission control.
+public struct InferenceLimits: Sendable, Equatable {
+    /// Requests streaming from the runtime at once. Ollama serves a few in parallel
+    /// (`OLLAMA_NUM_PARALLEL` defaults to 4 with enough memory); more would only queue inside it, unseen.
+    public var maxConcurrent: Int
+    /// Admitted requests waiting for a slot. They are accepted (accept means admitted) and wait within the
+    /// client's 90 s first-output watchdog; beyond this, `busy`.
+    public var maxQueued: Int
+    /// Request limits from the protocol; over any: `bad_request`.
+    public var maxMessages: Int
+    public var maxContentBytes: Int
+    public var maxModelBytes: Int
+    /// An `id` longer than this is answered but not remembered for the at-most-once rule, so hostile ids
+    /// cannot grow the memory. A UUID is 36 bytes.
+    public var maxRememberedIDBytes: Int
+    /// `(sender, id)` pairs remembered for the at-most-once rule. Older ones are forgotten; by then the
+    /// envelope replay rule is what stops a replayed request.
+    public var rememberedIDs: Int
+    /// Coalescing: at most one chunk per `coalesceDelayMs` or per `coalesceMaxBytes` of text.
+    public var coalesceDelayMs: UInt64
+    public var coalesceMaxBytes: Int
+
+    public init(maxConcurrent: Int = 4, maxQueued: Int = 16, maxMessages: Int = 512, maxContentBytes: Int = 1 << 20,
+                maxModelBytes: Int = 200, maxRememberedIDBytes: Int = 128, rememberedIDs: Int = 4096,
+                coalesceDelayMs: UInt64 = 30, coalesceMaxBytes: Int = 1024) {
+        precondition(maxConcurrent >= 1 && maxQueued >= 0 && rememberedIDs >= 1, "inference limits out of range")
+        self.maxConcurrent = maxConcurrent
+        self.maxQueued = maxQueued
+        self.maxMessages = maxMessages
+        self.maxContentBytes = maxContentBytes
+        self.maxModelBytes = maxModelBytes
+        self.maxRememberedIDBytes = maxRememberedIDBytes
+        self.rememberedIDs = rememberedIDs
+        self.coalesceDelayMs = coalesceDelayMs
+        self.coalesceMaxBytes = coalesceMaxBytes
+    }
+
+    /// Why `request` breaks a protocol limit, or nil if it does not.
+    public func violation(of request: InferRequest) -> String? {
+        if request.hasTools { return "tools never cross the wire" }
+        if request.messages.isEmpty { return "no messages" }
+        if request.messages.count > self.maxMessages { return "more than \(self.maxMessages) messages" }
+        if request.model.isEmpty { return "no model" }
+        if request.model.utf8.count > self.maxModelBytes { return "model name longer than \(self.maxModelBytes) bytes" }
+        var content = 0
+        for message in request.messages {
+            content += message.content.utf8.count
+            if content > self.maxContentBytes { return "more than \(self.maxContentBytes) bytes of content" }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,301 @@
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+
+/// Serves `infer.request` (Protocol/messages.md §2) by streaming from the runtime's chat engine.
+///
+/// Per request: authorise (`InferenceAuthorizer`), validate (`InferenceLimits`), check the runtime and the
+/// model, admit (a slot, or a place in the bounded queue, else `busy`), answer `infer.accept` at once —
+/// queued requests are accepted too: accept means admitted, and the client's first-output watchdog covers the
+/// wait — then stream: coalesced `infer.chunk`s with `seq` 0…n-1 and `infer.done` with the count, or one
+/// `infer.error`. All replies are live sends.
+///
+/// A request ends early, silently, on `infer.cancel` from its sender or a failed RECEIPT for its accept or one
+/// of its chunks (the requester is gone): its engine task is cancelled, which aborts the HTTP request, and its
+/// slot goes to the next queued request. Per request the server holds at most the coalescer's pending text.
+public actor InferenceServer {
+    struct Key: Hashable {
+        var sender: PublicKey
+        var id: String
+    }
+
+    private struct Job {
+        /// Tells a job from a later one with the same key, for callbacks that arrive after it ended.
+        let token: UInt64
+        let channel: Channel
+        let request: InferRequest
+        var coalescer: ChunkCoalescer
+        var nextSeq = 0
+        var engineTask: Task<Void, Never>?
+        var flushTask: Task<Void, Never>?
+        var running = false
+    }
+
+    private let engine: any ChatEngine
+    private let runtime: any RuntimeStatusSource
+    private let messenger: any PeerMessenger
+    private let authorizer: any InferenceAuthorizer
+    private let clock: ServiceClock
+    private let logger: Logger
+    private var limits: InferenceLimits
+
+    private var jobs: [Key: Job] = [:]
+    private var runningCount = 0
+    /// Admitted requests waiting for a slot, oldest first. At most `limits.maxQueued`, so removal by scan is cheap.
+    private var queue: [Key] = []
+    private var nextToken: UInt64 = 0
+    private var remembered: Set<Key> = []
+    private var rememberedOrder: [Key] = []
+    private var rememberedHead = 0
+
+    public init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
+                authorizer: any InferenceAuthorizer, limits: InferenceLimits = InferenceLimits(),
+                clock: ServiceClock = .system, logger: Logger = .discard()) {
+        self.engine = engine
+        self.runtime = runtime
+        self.messenger = messenger
+        self.authorizer = authorizer
+        self.limits = limits
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Requests streaming now.
+    public var activeCount: Int { self.runningCount }
+    /// Admitted requests waiting for a slot.
+    public var queuedCount: Int { self.queue.count }
+
+    /// The limits in force (admission limits follow the settings).
+    public var currentLimits: InferenceLimits { self.limits }
+
+    /// New admission limits (settings changed). Running requests are not touched; freed slots go to the queue.
+    public func updateAdmission(maxConcurrent: Int, maxQueued: Int) {
+        self.limits.maxConcurrent = max(1, maxConcurrent)
+        self.limits.maxQueued = max(0, maxQueued)
+        self.startQueued()
+    }
+
+    // MARK: Inbound
+
+    /// One `infer.request` from `sender` on `channel`, after the envelope's entitlement rule passed.
+    public func handleRequest(_ request: InferRequest, from sender: PublicKey, channel: Channel) {
+        let key = Key(sender: sender, id: request.id)
+        // At most once per (sender, id): in flight or already answered, a second one is dropped.
+        if self.jobs[key] != nil || self.remembered.contains(key) { return }
+
+        switch self.authorizer.authorize(sender: sender, channel: channel, model: request.model) {
+        case .ignore: return
+        case .deny(let code):
+            self.remember(key)
+            self.sendError(code, "not allowed", id: request.id, to: sender, channel: channel)
+            return
+        case .allow: break
+        }
+        self.remember(key)
+
+        if let problem = self.limits.violation(of: request) {
+            self.sendError(.badRequest, problem, id: request.id, to: sender, channel: channel)
+            return
+        }
+        let status = self.runtime.current
+        guard status.verified && status.available else {
+            self.sendError(.runtimeUnavailable, "the runtime does not answer", id: request.id, to: sender,
+                           channel: channel)
+            return
+        }
+        guard status.models.contains(where: { $0.tag == request.model && $0.canComplete }) else {
+            self.sendError(.modelUnavailable, "model not installed", id: request.id, to: sender, channel: channel)
+            return
+        }
+        let hasSlot = self.runningCount < self.limits.maxConcurrent
+        guard hasSlot || self.queue.count < self.limits.maxQueued else {
+            self.sendError(.busy, "the host is busy", id: request.id, to: sender, channel: channel)
+            return
+        }
+
+        self.nextToken += 1
+        let token = self.nextToken
+        self.jobs[key] = Job(token: token, channel: channel, request: request,
+                             coalescer: ChunkCoalescer(maxDelayMs: self.limits.coalesceDelayMs,
+                                                       maxBytes: self.limits.coalesceMaxBytes))
+        self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
+        // The accept's receipt may already have ended the job (requester offline): check before starting.
+        guard self.jobs[key]?.token == token else { return }
+        if hasSlot { self.start(key) } else { self.queue.append(key) }
+    }
+
+    /// `infer.cancel` from `sender`: stops the request if that sender owns it; sends nothing.
+    public func handleCancel(id: String, from sender: PublicKey) {
+        self.end(Key(sender: sender, id: id))
+    }
+
+    /// Cancels every request (the daemon is stopping). Nothing more is sent for them.
+    public func stopAll() {
+        for key in Array(self.jobs.keys) { self.end(key) }
+    }
+
+    // MARK: Streaming
+
+    private func start(_ key: Key) {
+        guard var job = self.jobs[key], !job.running else { return }
+        job.running = true
+        self.runningCount += 1
+        let token = job.token
+        let engine = self.engine
+        let options = job.request.options
+        let chatRequest = ChatRequest(
+            messages: job.request.messages,
+            options: ChatOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
+                                 stop: options.stop ?? [], seed: options.seed))
+        let model = job.request.model
+        job.engineTask = Task { [weak self] in
+            // The stream is created and consumed inside the task, so cancelling the task terminates it, which
+            // the engine turns into an aborted HTTP request.
+            do {
+                for try await event in engine.stream(model: model, request: chatRequest) {
+                    guard let self else { return }
+                    await self.engineEvent(event, key: key, token: token)
+                }
+                await self?.engineEnded(error: nil, key: key, token: token)
+            } catch {
+                await self?.engineEnded(error: error, key: key, token: token)
+            }
+        }
+        self.jobs[key] = job
+    }
+
+    private func engineEvent(_ event: ChatEngineEvent, key: Key, token: UInt64) {
+        guard self.jobs[key]?.token == token else { return }
+        switch event {
+        case .text(let text):
+            let decision = self.jobs[key]!.coalescer.textArrived(text, nowMs: self.clock.monotonicMs())
+            self.apply(decision, key: key, token: token)
+        case .toolCall:
+            // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
+            break
+        case .finished(let reason, let usage):
+            let decision = self.jobs[key]!.coalescer.finish(nowMs: self.clock.monotonicMs())
+            self.apply(decision, key: key, token: token)
+            guard let job = self.jobs[key], job.token == token else { return }
+            let done = InferDone(id: key.id, finishReason: reason == .length ? "length" : "stop",
+                                 usage: usage ?? Usage(promptTokens: 0, completionTokens: 0), chunks: job.nextSeq)
+            self.messenger.send(.inferDone(done), to: key.sender, channel: job.channel, store: false)
+            self.end(key)
+        }
+    }
+
+    private func engineEnded(error: (any Error)?, key: Key, token: UInt64) {
+        guard let job = self.jobs[key], job.token == token else { return }
+        let code: InferErrorCode
+        let message: String
+        switch error {
+        case nil:
+            (code, message) = (.hostError, "the runtime's stream ended without finishing")
+        case let e as ChatEngineError:
+            switch e {
+            case .connectFailed: (code, message) = (.runtimeUnavailable, "the runtime does not answer")
+            case .http(404, _): (code, message) = (.modelUnavailable, "the runtime does not have the model")
+            case .http(let status, _): (code, message) = (.hostError, "the runtime answered HTTP \(status)")
+            case .midStream: (code, message) = (.hostError, "the runtime failed mid-stream")
+            case .timedOut: (code, message) = (.hostError, "the runtime stopped sending")
+            case .malformed: (code, message) = (.hostError, "the runtime's answer was malformed")
+            case .cancelled: (code, message) = (.hostError, "the runtime request was cancelled")
+            }
+        default:
+            (code, message) = (.hostError, "the runtime request failed")
+        }
+        // Whatever failed, the runtime's status may be stale (down, model gone): have it re-checked.
+        self.runtime.reverifySoon()
+        self.logger.info("inference failed", metadata: ["peer": key.sender.short, "code": code.rawValue])
+        self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+        self.end(key)
+    }
+
+    private func apply(_ decision: ChunkCoalescer.Decision, key: Key, token: UInt64) {
+        switch decision {
+        case .emit(let text):
+            guard var job = self.jobs[key] else { return }
+            let seq = job.nextSeq
+            job.nextSeq += 1
+            self.jobs[key] = job
+            self.send(.inferChunk(InferChunk(id: key.id, seq: seq, text: text)), key: key, token: token)
+        case .holdUntil(let due):
+            guard self.jobs[key]?.flushTask == nil else { return }
+            let now = self.clock.monotonicMs()
+            let delay = due > now ? due - now : 0
+            let sleep = self.clock.sleep
+            self.jobs[key]!.flushTask = Task { [weak self] in
+                do { try await sleep(.milliseconds(delay)) } catch { return }
+                await self?.flushDue(key: key, token: token)
+            }
+        case .none:
+            break
+        }
+    }
+
+    private func flushDue(key: Key, token: UInt64) {
+        guard self.jobs[key]?.token == token else { return }
+        self.jobs[key]!.flushTask = nil
+        let decision = self.jobs[key]!.coalescer.flushDue(nowMs: self.clock.monotonicMs())
+        self.apply(decision, key: key, token: token)
+    }
+
+    // MARK: Bookkeeping
+
+    /// Ends a job, whatever state it is in, and gives its slot to the next queued request.
+    private func end(_ key: Key) {
+        guard let job = self.jobs.removeValue(forKey: key) else { return }
+        job.engineTask?.cancel()
+        job.flushTask?.cancel()
+        if job.running {
+            self.runningCount -= 1
+            self.startQueued()
+        } else {
+            self.queue.removeAll { $0 == key }
+        }
+    }
+
+    private func startQueued() {
+        while self.runningCount < self.limits.maxConcurrent, !self.queue.isEmpty {
+            self.start(self.queue.removeFirst())
+        }
+    }
+
+    /// Sends an accept or a chunk, ending the job if the RECEIPT says the requester is gone.
+    private func send(_ message: Message, key: Key, token: UInt64) {
+        guard let channel = self.jobs[key]?.channel else { return }
+        self.messenger.send(message, to: key.sender, channel: channel, store: false) { [weak self] outcome in
+            guard outcome.isFailure, let self else { return }
+            // Receipts may arrive on any thread, even inside `send`: hop back onto the actor.
+            Task { await self.requesterGone(key: key, token: token) }
+        }
+    }
+
+    private func requesterGone(key: Key, token: UInt64) {
+        guard self.jobs[key]?.token == token else { return }
+        self.logger.debug("requester gone", metadata: ["peer": key.sender.short])
+        self.end(key)
+    }
+
+    private func sendError(_ code: InferErrorCode, _ message: String, id: String, to peer: PublicKey,
+                           channel: Channel) {
+        self.messenger.send(.inferError(InferError(id: id, code: code, message: message)), to: peer,
+                            channel: channel, store: false)
+    }
+
+    private func remember(_ key: Key) {
+        guard key.id.utf8.count <= self.limits.maxRememberedIDBytes, self.remembered.insert(key).inserted else {
+            return
+        }
+        self.rememberedOrder.append(key)
+        if self.remembered.count > self.limits.rememberedIDs {
+            self.remembered.remove(self.rememberedOrder[self.rememberedHead])
+            self.rememberedHead += 1
+            // Compact now and then so the order array stays about `rememberedIDs` long.
+            if self.rememberedHead >= self.limits.rememberedIDs {
+                self.rememberedOrder.removeFirst(self.rememberedHead)
+                self.rememberedHead = 0
+            }
+        }
+    }
+}

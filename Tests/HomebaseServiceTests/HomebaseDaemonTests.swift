@@ -1,0 +1,64 @@
+import HomebaseCore
+import HomebaseNode
+import Testing
+@testable import HomebaseService
+
+@Suite(.timeLimit(.minutes(1))) struct HomebaseDaemonTests {
+    @Test func stopEndsRunAndCancelsInFlightRequests() async throws {
+        let engine = FakeEngine([.text("long answer"), .hang])
+        let h = try Harness(engine: engine)
+        let phone = try h.enrolledHandset(0x11)
+        h.start()
+        h.request("s1", from: phone.messenger)
+        _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
+        await h.stop()
+        #expect(engine.cancellations == 1)
+        #expect(await h.daemon.inference.activeCount == 0)
+        // Nothing more is sent for the cancelled request.
+        #expect(phone.inbox.inference("s1").count == 2)
+    }
+
+    @Test func aPairingMadeByAnotherProcessIsPickedUp() async throws {
+        let h = try Harness()
+        h.start()
+        // The CLI's own connection: it pairs a device by writing the state database directly.
+        let cli = try HomebaseState(path: h.directoryOnDisk.file("state.db"))
+        let pairing = PairingService(state: cli)
+        let code = try PairingCode.parse(pairing.createPairingCode(relayURL: "ws://r", nowMs: h.clock.value))
+        _ = try pairing.redeem(sender: testKey(0x55), secret: code.secretHex, name: "laptop", nowMs: h.clock.value)
+        await eventually("directory reloaded") { h.directory.siblings == [testKey(0x55)] }
+
+        // Settings written by the CLI reach admission control.
+        var settings = try cli.settings()
+        settings.maxConcurrentRequests = 1
+        settings.maxQueuedRequests = 0
+        try cli.setSettings(settings)
+        let engine = h.engine
+        engine.setScript([.waitForGate, .finish(.stop, nil)])
+        let laptop = h.device(0x55)
+        await eventually("limits applied") {
+            let limits = await h.daemon.inference.currentLimits
+            return limits.maxConcurrent == 1 && limits.maxQueued == 0
+        }
+        h.request("a", from: laptop.messenger)
+        h.request("b", from: laptop.messenger)
+        #expect(await laptop.inbox.finished("b").map(\.errorCode) == ["busy"])
+        engine.gate.open()
+        _ = await laptop.inbox.finished("a")
+        await h.stop()
+    }
+
+    @Test func siblingsRosterAndAdvertsAreIgnored() async throws {
+        let h = try Harness()
+        let phone = try h.enrolledHandset(0x11)
+        h.start()
+        let roster = try #require(try h.state.currentRoster())
+        phone.messenger.send(.roster(roster.blob), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.advert(roster.blob), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.advertRequest, to: h.homebase, channel: .syncDelta, store: false)
+        _ = await phone.inbox.first("advert answer") { if case .advert = $0 { true } else { false } }
+        await eventually("two adverts") { phone.inbox.messages.filter { if case .advert = $0 { true } else { false } }.count == 2 }
+        #expect(h.hub.sent.filter { $0.from == h.homebase }.map(\.type) == ["advert", "advert"])
+        await h.stop()
+    }
+}

@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseService
-
-@Suite struct HomebaseServicePlaceholder {
-    @Test func moduleLoads() {}
-}

@@ -1,0 +1,295 @@
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+import Testing
+@testable import HomebaseService
+
+@Suite(.timeLimit(.minutes(1))) struct InferenceServerTests {
+    /// A running daemon with one paired phone.
+    static func setUp(engine: FakeEngine = FakeEngine(), runtime: FakeRuntime = FakeRuntime(),
+                      maxConcurrent: Int = 4, maxQueued: Int = 16) throws
+        -> (Harness, (key: PublicKey, messenger: LoopbackMessenger, inbox: Inbox))
+    {
+        let h = try Harness(runtime: runtime, engine: engine, maxConcurrent: maxConcurrent, maxQueued: maxQueued)
+        let phone = try h.enrolledHandset(0x11)
+        h.start()
+        return (h, phone)
+    }
+
+    @Test func acceptThenChunksInOrderThenDoneWithTheCount() async throws {
+        // Each piece waits for the gate so no coalescing happens: one chunk per piece.
+        let engine = FakeEngine([.text("Hel"), .waitForGate, .text("lo"), .waitForGate, .text("!"),
+                                 .finish(.length, Usage(promptTokens: 5, completionTokens: 3))])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("r1", from: phone.messenger)
+        _ = await phone.inbox.first("chunk 0") { if case .inferChunk = $0 { true } else { false } }
+        h.clock.advance(ms: 100)
+        engine.gate.open()
+        await eventually("chunk 1") { phone.inbox.inference("r1").count == 3 }
+        h.clock.advance(ms: 100)
+        engine.gate.open()
+
+        let got = await phone.inbox.finished("r1")
+        #expect(got == [
+            .inferAccept(InferAccept(id: "r1", model: "qwen2.5:7b")),
+            .inferChunk(InferChunk(id: "r1", seq: 0, text: "Hel")),
+            .inferChunk(InferChunk(id: "r1", seq: 1, text: "lo")),
+            .inferChunk(InferChunk(id: "r1", seq: 2, text: "!")),
+            .inferDone(InferDone(id: "r1", finishReason: "length", usage: Usage(promptTokens: 5, completionTokens: 3),
+                                 chunks: 3)),
+        ])
+        #expect(engine.last?.model == "qwen2.5:7b")
+        #expect(engine.last?.request.messages == [.user("hi")])
+        #expect(engine.last?.request.hasTools == false)
+        #expect(await h.daemon.inference.activeCount == 0)
+        await h.stop()
+    }
+
+    @Test func optionsReachTheEngine() async throws {
+        let (h, phone) = try Self.setUp()
+        var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
+        request.options = InferOptions(temperature: 0.2, topP: 0.9, maxTokens: 64, stop: ["\n"], seed: 7)
+        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
+        _ = await phone.inbox.finished("o1")
+        #expect(engine(h).last?.request.options == ChatOptions(temperature: 0.2, topP: 0.9, maxTokens: 64,
+                                                                stop: ["\n"], seed: 7))
+        #expect(engine(h).last?.request.messages.count == 2)
+        await h.stop()
+    }
+
+    private func engine(_ h: Harness) -> FakeEngine { h.engine }
+
+    @Test func aFastEngineIsCoalescedWithoutDelayingTheFirstChunk() async throws {
+        // 200 tokens at once, at a fixed time: the first goes alone, the rest wait for the 30 ms window or 1 KiB.
+        let tokens = (0..<200).map { "tok\($0) " }
+        let engine = FakeEngine([.text(tokens[0]), .waitForGate] + tokens.dropFirst().map { .text($0) }
+                                + [.finish(.stop, nil)])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("c1", from: phone.messenger)
+        let first = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
+        #expect(first == .inferChunk(InferChunk(id: "c1", seq: 0, text: "tok0 ")))
+        engine.gate.open()
+
+        let got = await phone.inbox.finished("c1")
+        let chunks = got.compactMap { m -> InferChunk? in if case .inferChunk(let c) = m { c } else { nil } }
+        #expect(chunks.count > 1 && chunks.count < 20)
+        #expect(chunks.map(\.seq) == Array(0..<chunks.count))
+        #expect(chunks.map(\.text).joined() == tokens.joined())
+        #expect(chunks.dropFirst().dropLast().allSatisfy { $0.text.utf8.count >= 1024 })
+        guard case .inferDone(let done) = got.last else { Issue.record("no done"); return }
+        #expect(done.chunks == chunks.count)
+        #expect(done.usage == Usage(promptTokens: 0, completionTokens: 0))
+        await h.stop()
+    }
+
+    @Test func heldTextIsFlushedWhenTheEngineGoesQuiet() async throws {
+        let engine = FakeEngine([.text("a"), .text("b"), .waitForGate, .finish(.stop, nil)])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("q1", from: phone.messenger)
+        _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
+        // "b" is held; once the window has passed, the flush timer sends it although nothing else arrives.
+        h.clock.advance(ms: 31)
+        let second = await phone.inbox.first("flushed chunk") { $0 == .inferChunk(InferChunk(id: "q1", seq: 1, text: "b")) }
+        #expect(second != nil)
+        engine.gate.open()
+        guard case .inferDone(let done) = await phone.inbox.finished("q1").last else { Issue.record("no done"); return }
+        #expect(done.chunks == 2)
+        await h.stop()
+    }
+
+    @Test(arguments: [
+        ("tools", InferRequest(id: "b", model: "qwen2.5:7b", messages: [.user("x")], hasTools: true)),
+        ("empty", InferRequest(id: "b", model: "qwen2.5:7b", messages: [])),
+        ("too many", InferRequest(id: "b", model: "qwen2.5:7b",
+                                  messages: Array(repeating: .user("x"), count: 513))),
+        ("too long", InferRequest(id: "b", model: "qwen2.5:7b",
+                                  messages: [.user(String(repeating: "x", count: 1 << 19)),
+                                             .user(String(repeating: "y", count: 1 << 19 + 1))])),
+        ("model name", InferRequest(id: "b", model: String(repeating: "m", count: 201), messages: [.user("x")])),
+        ("no model", InferRequest(id: "b", model: "", messages: [.user("x")])),
+    ])
+    func malformedRequestsGetBadRequest(label: String, request: InferRequest) async throws {
+        let (h, phone) = try Self.setUp()
+        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
+        let got = await phone.inbox.finished("b")
+        #expect(got.count == 1)
+        #expect(got.first?.errorCode == "bad_request", "\(label)")
+        #expect(h.engine.calls == 0)
+        await h.stop()
+    }
+
+    @Test func exactlyTheLimitsAreAllowed() {
+        let limits = InferenceLimits()
+        let request = InferRequest(id: "x", model: String(repeating: "m", count: 200),
+                                   messages: Array(repeating: .user(String(repeating: "x", count: 2048)), count: 512))
+        #expect(limits.violation(of: request) == nil)
+    }
+
+    @Test func unknownOrNonCompletionModelsAreUnavailable() async throws {
+        let runtime = FakeRuntime(FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"),
+                                                  FakeRuntime.model("nomic-embed-text", capabilities: ["embedding"])]))
+        let (h, phone) = try Self.setUp(runtime: runtime)
+        h.request("u1", from: phone.messenger, model: "llama3.2:3b")
+        h.request("u2", from: phone.messenger, model: "nomic-embed-text")
+        #expect(await phone.inbox.finished("u1").map(\.errorCode) == ["model_unavailable"])
+        #expect(await phone.inbox.finished("u2").map(\.errorCode) == ["model_unavailable"])
+        #expect(h.engine.calls == 0)
+        await h.stop()
+    }
+
+    @Test func aDownRuntimeIsRuntimeUnavailable() async throws {
+        let (h, phone) = try Self.setUp(runtime: FakeRuntime(FakeRuntime.down()))
+        h.request("d1", from: phone.messenger)
+        #expect(await phone.inbox.finished("d1").map(\.errorCode) == ["runtime_unavailable"])
+        #expect(h.engine.calls == 0)
+        await h.stop()
+    }
+
+    @Test(arguments: [
+        (ChatEngineError.connectFailed("refused"), "runtime_unavailable"),
+        (.http(status: 404, message: "model not found"), "model_unavailable"),
+        (.http(status: 500, message: "boom"), "host_error"),
+        (.midStream("out of memory"), "host_error"),
+        (.timedOut, "host_error"),
+        (.malformed("junk"), "host_error"),
+    ])
+    func engineErrorsMapToCodesAndTriggerReverification(error: ChatEngineError, code: String) async throws {
+        let engine = FakeEngine([.text("partial"), .fail(error)])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("e1", from: phone.messenger)
+        let got = await phone.inbox.finished("e1")
+        #expect(got.first == .inferAccept(InferAccept(id: "e1", model: "qwen2.5:7b")))
+        #expect(got.last?.errorCode == code)
+        #expect(got.filter { $0.errorCode != nil }.count == 1)
+        #expect(h.runtime.reverifyCount == 1)
+        #expect(await h.daemon.inference.activeCount == 0)
+        await h.stop()
+    }
+
+    @Test func aStreamThatEndsWithoutFinishingIsAHostError() async throws {
+        let (h, phone) = try Self.setUp(engine: FakeEngine([.text("cut")]))
+        h.request("x1", from: phone.messenger)
+        #expect(await phone.inbox.finished("x1").last?.errorCode == "host_error")
+        await h.stop()
+    }
+
+    @Test func cancelStopsTheEngineAndFreesTheSlot() async throws {
+        let engine = FakeEngine([.text("thinking"), .hang])
+        let (h, phone) = try Self.setUp(engine: engine, maxConcurrent: 1, maxQueued: 1)
+        h.request("k1", from: phone.messenger)
+        _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
+        // Someone else's cancel for the same id does nothing.
+        let other = try h.enrolledHandset(0x22)
+        other.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
+        await eventually("engine stream terminated") { engine.cancellations == 1 }
+        await eventually("slot freed") { await h.daemon.inference.activeCount == 0 }
+        #expect(phone.inbox.inference("k1").count == 2)
+
+        // The freed slot serves the next request.
+        engine.setScript(FakeEngine.answer(["ok"]))
+        h.request("k2", from: phone.messenger)
+        guard case .inferDone = await phone.inbox.finished("k2").last else { Issue.record("k2 not served"); return }
+        #expect(phone.inbox.inference("k1").count == 2)
+        await h.stop()
+    }
+
+    @Test func aRequesterThatGoesOfflineAbortsTheRequest() async throws {
+        let engine = FakeEngine([.text("one"), .waitForGate, .text("two"), .hang])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("g1", from: phone.messenger)
+        _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
+        h.hub.disconnect(phone.key)
+        h.clock.advance(ms: 100)
+        engine.gate.open()
+        // The chunk "two" gets RECEIPT 2: the host stops generating and sends nothing more.
+        await eventually("engine stream terminated") { engine.cancellations == 1 }
+        await eventually("slot freed") { await h.daemon.inference.activeCount == 0 }
+        let sentAfter = h.hub.sent.filter { $0.from == h.homebase && $0.to == phone.key && $0.type.hasPrefix("infer.") }
+            .map(\.type)
+        #expect(sentAfter == ["infer.accept", "infer.chunk", "infer.chunk"])
+        await h.stop()
+    }
+
+    @Test func busyWhenEverySlotAndTheQueueAreTaken() async throws {
+        let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
+        let (h, phone) = try Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)
+        for i in 1...4 { h.request("b\(i)", from: phone.messenger) }
+        #expect(await phone.inbox.finished("b4").map(\.errorCode) == ["busy"])
+        // Three were admitted and accepted at once, the third queued.
+        for i in 1...3 {
+            #expect(phone.inbox.inference("b\(i)") == [.inferAccept(InferAccept(id: "b\(i)", model: "qwen2.5:7b"))])
+        }
+        #expect(await h.daemon.inference.activeCount == 2)
+        #expect(await h.daemon.inference.queuedCount == 1)
+        #expect(engine.calls == 2)
+
+        engine.gate.open(3)
+        for i in 1...3 {
+            guard case .inferDone = await phone.inbox.finished("b\(i)").last else { Issue.record("b\(i)"); return }
+        }
+        #expect(engine.calls == 3)
+        await h.stop()
+    }
+
+    @Test func aRepeatedRequestIDIsServedOnce() async throws {
+        let (h, phone) = try Self.setUp()
+        h.request("same", from: phone.messenger)
+        _ = await phone.inbox.finished("same")
+        h.request("same", from: phone.messenger)
+        // Another sender may use the same id: requests are keyed by (sender, id).
+        let other = try h.enrolledHandset(0x22)
+        h.request("same", from: other.messenger)
+        _ = await other.inbox.finished("same")
+        #expect(phone.inbox.inference("same").filter { if case .inferAccept = $0 { true } else { false } }.count == 1)
+        #expect(h.engine.calls == 2)
+        await h.stop()
+    }
+
+    @Test func strangersGetNothingOnEitherChannel() async throws {
+        let (h, phone) = try Self.setUp()
+        let stranger = h.device(0x66)
+        h.request("s1", from: stranger.messenger)
+        h.request("s2", from: stranger.messenger, channel: .contact)
+        stranger.messenger.send(.advertRequest, to: h.homebase, channel: .syncDelta, store: false)
+        // A sibling's request after them: once it is answered, theirs were processed (or dropped) before it.
+        h.request("after", from: phone.messenger)
+        _ = await phone.inbox.finished("after")
+        #expect(!h.hub.sent.contains { $0.from == h.homebase && $0.to == stranger.key })
+        #expect(h.engine.calls == 1)
+        await h.stop()
+    }
+
+    @Test func anUnknownContactGetsSilenceEvenPastTheMessenger() async throws {
+        // The messenger's entitlement lets a contact through; the default authorizer still answers nothing.
+        let h = try Harness()
+        h.start()
+        let guest = testKey(0x77)
+        await h.daemon.dispatch(InboundMessage(
+            sender: guest, channel: .contact,
+            message: .inferRequest(InferRequest(id: "c1", model: "qwen2.5:7b", messages: [.user("hi")])),
+            sentAtMs: 0, messageID: []))
+        #expect(h.hub.sent.filter { $0.from == h.homebase }.isEmpty)
+        #expect(h.engine.calls == 0)
+        await h.stop()
+    }
+
+    @Test func anAuthorizerCanDenyWithACode() async throws {
+        struct DenyAll: InferenceAuthorizer {
+            func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization {
+                .deny(.notGranted)
+            }
+        }
+        let hub = LoopbackMessengerHub()
+        let host = hub.messenger(for: testKey(1), relation: { _ in .contact })
+        let guest = hub.messenger(for: testKey(2), relation: { _ in .contact })
+        let inbox = Inbox(guest)
+        let engine = FakeEngine()
+        let server = InferenceServer(engine: engine, runtime: FakeRuntime(), messenger: host, authorizer: DenyAll())
+        await server.handleRequest(InferRequest(id: "n1", model: "qwen2.5:7b", messages: [.user("hi")]),
+                                   from: testKey(2), channel: .contact)
+        #expect(await inbox.finished("n1").map(\.errorCode) == ["not_granted"])
+        #expect(inbox.all.allSatisfy { $0.channel == .contact })
+        #expect(engine.calls == 0)
+    }
+}
