@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// Sibling rules: on start and on every change of what is advertised (stored sends, so a sibling that is
 /// offline gets it on reconnect), as a heartbeat (live: a missed beat is replaced by the next), and at once in
-/// answer to `advert.request` (live). Guests (`guests`, empty until the contact channel exists) get adverts on
-/// events only — start and change — never a heartbeat.
+/// answer to `advert.request` (live). Guests (`guests`: granted, unexpired) get adverts on events only —
+/// start, change, their grant, their `advert.request` — never a heartbeat (seed 000 §5: cross-account adverts
+/// are event-driven, judged against a 24-hour window).
 ///
 /// Every advert has a fresh `seq`, persisted before use, so `seq` strictly increases across restarts, and
 /// `issued_at` = now, which is what receivers judge freshness by.
@@ -19,6 +20,8 @@ public final class AdvertPublisher: Sendable {
         case change
         case heartbeat
         case request(from: PublicKey, channel: Channel)
+        /// A guest was just granted (or re-joined while granted): a stored advert to it alone, on contact.
+        case granted(PublicKey)
     }
 
     /// What the advert says, to tell a real change from a status update that changes nothing advertised.
@@ -41,7 +44,8 @@ public final class AdvertPublisher: Sendable {
 
     /// - Parameters:
     ///   - siblings: the roster's other devices, read at every send.
-    ///   - guests: granted guests, for event-driven adverts on the contact channel (the next step).
+    ///   - guests: granted, unexpired guests, read at every start or change, for event-driven adverts on the
+    ///     contact channel.
     public init(identity: SigningSecretKey, state: HomebaseState, runtime: any RuntimeStatusSource,
                 messenger: any PeerMessenger, siblings: @escaping @Sendable () -> [PublicKey],
                 guests: @escaping @Sendable () -> [PublicKey] = { [] }, clock: ServiceClock = .system,
@@ -94,6 +98,11 @@ public final class AdvertPublisher: Sendable {
         self.publish(.request(from: peer, channel: channel), status: self.runtime.current)
     }
 
+    /// Sends `guest` a stored advert on the contact channel, after its `contact.grant`.
+    public func sendToGuest(_ guest: PublicKey) {
+        self.publish(.granted(guest), status: self.runtime.current)
+    }
+
     /// Builds one advert and sends it as `trigger` says. Returns the payload sent, or nil if nothing was sent.
     @discardableResult
     public func publish(_ trigger: Trigger, status: RuntimeStatus) -> AdvertPayload? {
@@ -117,6 +126,8 @@ public final class AdvertPublisher: Sendable {
                 recipients = self.siblings().map { Recipient(peer: $0, channel: .syncDelta, store: false) }
             case .request(let peer, let channel):
                 recipients = [Recipient(peer: peer, channel: channel, store: false)]
+            case .granted(let guest):
+                recipients = [Recipient(peer: guest, channel: .contact, store: true)]
             }
             recipients.removeAll { $0.peer == self.identity.publicKey }
             if trigger == .start || trigger == .change { last = content }

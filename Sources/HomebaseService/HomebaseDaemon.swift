@@ -11,8 +11,9 @@ import HomebaseRouter
 ///
 /// Dispatch: on sync_delta, `infer.request`/`infer.cancel`, `advert.request` and `pair.request` (the only
 /// message a stranger may send); a sibling's `roster` or `advert` is ignored (this Homebase signs the roster
-/// and is the one host). On contact, `infer.*` go to the inference server, whose authorizer answers strangers
-/// with silence; the rest of the contact channel is the next step.
+/// and is the one host). On contact, `infer.*` go to the inference server, whose `GuestAuthorizer` checks the
+/// grant (strangers get silence); `contact.join`, `contact.leave` and `advert.request` go to `contacts`. Every
+/// state poll also sends the owner's queued grants and revocations (`ContactService.deliverPending`).
 public actor HomebaseDaemon {
     /// How the heartbeat advert is paced.
     public enum Heartbeat: Sendable {
@@ -41,6 +42,8 @@ public actor HomebaseDaemon {
     public nonisolated let inference: InferenceServer
     public nonisolated let adverts: AdvertPublisher
     public nonisolated let pairing: PairingService
+    /// The contact channel; nil only if the guest tables could not be opened (logged; guests are then strangers).
+    public nonisolated let contacts: ContactService?
 
     private let state: HomebaseState
     private let messenger: any PeerMessenger
@@ -55,11 +58,14 @@ public actor HomebaseDaemon {
     /// - Parameters:
     ///   - identity: the device key (`state.deviceKey()`); `messenger` must be logged in with it.
     ///   - directory: the same directory whose `relationLookup` the messenger was built with.
-    ///   - authorizer: who may run models; by default siblings only.
+    ///   - authorizer: who may run models; by default siblings, and guests by their grant (`GuestAuthorizer`).
+    ///   - guests: the guest registry; by default opened on `state`. The daemon points `directory`'s contact
+    ///     lookup at it.
     public init(state: HomebaseState, identity: SigningSecretKey, directory: PeerDirectory,
                 messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
-                authorizer: (any InferenceAuthorizer)? = nil, configuration: Configuration = Configuration(),
-                clock: ServiceClock = .system, logger: Logger = .discard()) {
+                authorizer: (any InferenceAuthorizer)? = nil, guests: GuestRegistry? = nil,
+                configuration: Configuration = Configuration(), clock: ServiceClock = .system,
+                logger: Logger = .discard()) {
         self.publicKey = identity.publicKey
         self.state = state
         self.directory = directory
@@ -73,14 +79,35 @@ public actor HomebaseDaemon {
             limits.maxConcurrent = settings.maxConcurrentRequests
             limits.maxQueued = settings.maxQueuedRequests
         }
+        var registry = guests
+        if registry == nil {
+            do {
+                registry = try GuestRegistry(state: state)
+            } catch {
+                logger.error("cannot open the guest registry; guests are ignored", metadata: ["error": "\(error)"])
+            }
+        }
+        let guestAuthorizer = registry.map {
+            GuestAuthorizer(directory: directory, registry: $0, clock: clock, logger: logger.with("component", "guests"))
+        }
+        if let registry { directory.setContactLookup { [registry] in registry.isContact($0) } }
         self.inference = InferenceServer(
             engine: engine, runtime: runtime, messenger: messenger,
-            authorizer: authorizer ?? SiblingInferenceAuthorizer(directory: directory), limits: limits,
-            clock: clock, logger: logger.with("component", "inference"))
+            authorizer: authorizer ?? guestAuthorizer ?? SiblingInferenceAuthorizer(directory: directory),
+            limits: limits, clock: clock, logger: logger.with("component", "inference"))
         self.adverts = AdvertPublisher(
             identity: identity, state: state, runtime: runtime, messenger: messenger,
-            siblings: { [directory] in directory.siblings }, clock: clock, logger: logger.with("component", "advert"))
+            siblings: { [directory] in directory.siblings },
+            guests: { [registry] in registry?.advertRecipients(nowMs: clock.nowMs()) ?? [] },
+            clock: clock, logger: logger.with("component", "advert"))
         self.pairing = PairingService(state: state, logger: logger.with("component", "pairing"))
+        if let registry, let guestAuthorizer {
+            self.contacts = ContactService(
+                registry: registry, authorizer: guestAuthorizer, messenger: messenger, adverts: self.adverts,
+                inference: self.inference, clock: clock, logger: logger.with("component", "guests"))
+        } else {
+            self.contacts = nil
+        }
     }
 
     /// Runs until `stop()` (or until the calling task is cancelled, or the messenger's inbound stream ends).
@@ -90,6 +117,8 @@ public actor HomebaseDaemon {
         // Whatever changed since the directory was loaded (a CLI pairing meanwhile) counts from here on.
         await self.reloadIfChanged()
         self.adverts.publishOnStart()
+        // Grants and revocations made while the daemon was not running.
+        await self.contacts?.deliverPending()
         let task = Task { await self.runLoops() }
         self.runTask = task
         // Cancelling the task that called `run()` stops the daemon too.
@@ -135,6 +164,7 @@ public actor HomebaseDaemon {
                 while !Task.isCancelled {
                     do { try await self.clock.sleep(self.configuration.statePollInterval) } catch { break }
                     await self.reloadIfChanged()
+                    await self.contacts?.deliverPending()
                 }
                 return false
             }
@@ -175,7 +205,10 @@ public actor HomebaseDaemon {
                 await self.inference.handleRequest(request, from: sender, channel: .contact)
             case .inferCancel(let id):
                 await self.inference.handleCancel(id: id, from: sender)
+            case .contactJoin, .contactLeave, .advertRequest:
+                await self.contacts?.handle(inbound)
             default:
+                // advert, roster, contact.grant/revoke (host → guest), pairing: nothing for a host to do.
                 break
             }
         case .unknown:
@@ -189,6 +222,7 @@ public actor HomebaseDaemon {
         self.lastStateVersion = version
         do {
             if let roster = try self.state.currentRoster() { self.directory.update(roster: roster) }
+            try self.contacts?.registry.reload()
             let settings = try self.state.settings()
             await self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
                                                  maxQueued: settings.maxQueuedRequests)

@@ -10,10 +10,45 @@ public enum InferenceAuthorization: Sendable, Equatable {
     case ignore
 }
 
+/// What to serve for an authorised, valid request (`InferenceAuthorizer.prepare`).
+public enum InferencePreparation: Sendable, Equatable {
+    /// Serve these messages; `keepAnswer`: collect the answer's text for `ended` (conversation cache).
+    case serve([ChatMessage], keepAnswer: Bool)
+    /// Answer `infer.error` with this code and message (for example `cache_miss`).
+    case refuse(InferErrorCode, String)
+}
+
+/// How an admitted request ended, for `InferenceAuthorizer.ended`.
+public enum InferenceOutcome: Sendable, Equatable {
+    /// `infer.done` was sent. `answer`: the whole text, when `prepare` asked to keep it (and it was not too long).
+    case done(answer: String?, usage: Usage)
+    /// `infer.error` was sent.
+    case failed(InferErrorCode)
+    /// Ended without a reply: cancelled by the requester or the host, or the requester went away.
+    case cancelled
+}
+
 /// Decides who may run a model, per (sender, channel, model). The inference server asks it first, before it
-/// spends anything on the request. The contact channel plugs its grant check in here.
+/// spends anything on the request. The contact channel plugs its grant check, per-guest limits, accounting
+/// and conversation cache in here; the hooks after `authorize` have defaults that do nothing.
 public protocol InferenceAuthorizer: Sendable {
     func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization
+    /// After `authorize` allowed and the request passed validation: the messages to serve, or a refusal.
+    func prepare(_ request: InferRequest, from sender: PublicKey, channel: Channel) -> InferencePreparation
+    /// The request was admitted (accepted; streaming or queued). `request.messages` are the prepared ones.
+    func admitted(_ request: InferRequest, from sender: PublicKey, channel: Channel)
+    /// An admitted request ended; called exactly once per `admitted`.
+    func ended(_ request: InferRequest, from sender: PublicKey, channel: Channel, outcome: InferenceOutcome)
+}
+
+extension InferenceAuthorizer {
+    public func prepare(_ request: InferRequest, from sender: PublicKey, channel: Channel) -> InferencePreparation {
+        .serve(request.messages, keepAnswer: false)
+    }
+
+    public func admitted(_ request: InferRequest, from sender: PublicKey, channel: Channel) {}
+
+    public func ended(_ request: InferRequest, from sender: PublicKey, channel: Channel, outcome: InferenceOutcome) {}
 }
 
 /// Siblings may run any model; nobody else gets an answer (there are no contacts in this version).

@@ -29,6 +29,9 @@ public actor InferenceServer {
         var engineTask: Task<Void, Never>?
         var flushTask: Task<Void, Never>?
         var running = false
+        /// The answer so far, only when the authorizer asked to keep it (conversation cache); nil once it grows
+        /// past `limits.maxContentBytes`.
+        var answer: String?
     }
 
     private let engine: any ChatEngine
@@ -87,7 +90,8 @@ public actor InferenceServer {
         case .ignore: return
         case .deny(let code):
             self.remember(key)
-            self.sendError(code, "not allowed", id: request.id, to: sender, channel: channel)
+            self.sendError(code, code == .notGranted ? "not granted" : "not allowed", id: request.id, to: sender,
+                           channel: channel)
             return
         case .allow: break
         }
@@ -96,6 +100,21 @@ public actor InferenceServer {
         if let problem = self.limits.violation(of: request) {
             self.sendError(.badRequest, problem, id: request.id, to: sender, channel: channel)
             return
+        }
+        var served = request
+        var keepAnswer = false
+        switch self.authorizer.prepare(request, from: sender, channel: channel) {
+        case .refuse(let code, let message):
+            self.sendError(code, message, id: request.id, to: sender, channel: channel)
+            return
+        case .serve(let messages, let keep):
+            served.messages = messages
+            keepAnswer = keep
+            // A cached prefix plus new messages must still be within the protocol's limits.
+            if messages != request.messages, let problem = self.limits.violation(of: served) {
+                self.sendError(.badRequest, problem, id: request.id, to: sender, channel: channel)
+                return
+            }
         }
         let status = self.runtime.current
         guard status.verified && status.available else {
@@ -115,9 +134,11 @@ public actor InferenceServer {
 
         self.nextToken += 1
         let token = self.nextToken
-        self.jobs[key] = Job(token: token, channel: channel, request: request,
+        self.jobs[key] = Job(token: token, channel: channel, request: served,
                              coalescer: ChunkCoalescer(maxDelayMs: self.limits.coalesceDelayMs,
-                                                       maxBytes: self.limits.coalesceMaxBytes))
+                                                       maxBytes: self.limits.coalesceMaxBytes),
+                             answer: keepAnswer ? "" : nil)
+        self.authorizer.admitted(served, from: sender, channel: channel)
         self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
         // The accept's receipt may already have ended the job (requester offline): check before starting.
         guard self.jobs[key]?.token == token else { return }
@@ -132,6 +153,22 @@ public actor InferenceServer {
     /// Cancels every request (the daemon is stopping). Nothing more is sent for them.
     public func stopAll() {
         for key in Array(self.jobs.keys) { self.end(key) }
+    }
+
+    /// Stops every request of `sender`, streaming or queued, at once (a guest was revoked or left): the
+    /// engine streams are cancelled. With `error`, each request gets one `infer.error` so the requester
+    /// stops waiting; without, nothing more is sent.
+    /// - Returns: how many requests were stopped.
+    @discardableResult
+    public func cancelAll(from sender: PublicKey, error: InferErrorCode? = nil) -> Int {
+        let keys = self.jobs.keys.filter { $0.sender == sender }
+        for key in keys {
+            if let error, let channel = self.jobs[key]?.channel {
+                self.sendError(error, "no longer allowed", id: key.id, to: sender, channel: channel)
+            }
+            self.end(key, outcome: error.map { .failed($0) } ?? .cancelled)
+        }
+        return keys.count
     }
 
     // MARK: Streaming
@@ -168,6 +205,10 @@ public actor InferenceServer {
         guard self.jobs[key]?.token == token else { return }
         switch event {
         case .text(let text):
+            if let answer = self.jobs[key]!.answer {
+                self.jobs[key]!.answer = answer.utf8.count + text.utf8.count <= self.limits.maxContentBytes
+                    ? answer + text : nil
+            }
             let decision = self.jobs[key]!.coalescer.textArrived(text, nowMs: self.clock.monotonicMs())
             self.apply(decision, key: key, token: token)
         case .toolCall:
@@ -180,7 +221,7 @@ public actor InferenceServer {
             let done = InferDone(id: key.id, finishReason: reason == .length ? "length" : "stop",
                                  usage: usage ?? Usage(promptTokens: 0, completionTokens: 0), chunks: job.nextSeq)
             self.messenger.send(.inferDone(done), to: key.sender, channel: job.channel, store: false)
-            self.end(key)
+            self.end(key, outcome: .done(answer: job.answer, usage: done.usage))
         }
     }
 
@@ -208,7 +249,7 @@ public actor InferenceServer {
         self.runtime.reverifySoon()
         self.logger.info("inference failed", metadata: ["peer": key.sender.short, "code": code.rawValue])
         self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
-        self.end(key)
+        self.end(key, outcome: .failed(code))
     }
 
     private func apply(_ decision: ChunkCoalescer.Decision, key: Key, token: UInt64) {
@@ -243,10 +284,11 @@ public actor InferenceServer {
     // MARK: Bookkeeping
 
     /// Ends a job, whatever state it is in, and gives its slot to the next queued request.
-    private func end(_ key: Key) {
+    private func end(_ key: Key, outcome: InferenceOutcome = .cancelled) {
         guard let job = self.jobs.removeValue(forKey: key) else { return }
         job.engineTask?.cancel()
         job.flushTask?.cancel()
+        self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
         if job.running {
             self.runningCount -= 1
             self.startQueued()

@@ -5,8 +5,8 @@ import Synchronization
 /// Who the Homebase's peers are, answered from memory on every inbound envelope (the messenger's
 /// `RelationLookup`) and for every fan-out (adverts, rosters).
 ///
-/// Siblings are the devices of the current signed roster. Contacts come from `isContact`, a hook for the
-/// contact channel (none in this version).
+/// Siblings are the devices of the current signed roster. Contacts come from `isContact`, a hook the daemon
+/// points at its guest registry (`setContactLookup`).
 public final class PeerDirectory: Sendable {
     private struct Snapshot {
         var roster: StoredRoster?
@@ -16,12 +16,12 @@ public final class PeerDirectory: Sendable {
     /// This Homebase's device key; it is in its own roster but is never its own sibling.
     public let selfKey: PublicKey
     private let snapshot: Mutex<Snapshot>
-    private let isContact: @Sendable (PublicKey) -> Bool
+    private let isContact: Mutex<@Sendable (PublicKey) -> Bool>
 
     public init(selfKey: PublicKey, roster: StoredRoster?,
                 isContact: @escaping @Sendable (PublicKey) -> Bool = { _ in false }) {
         self.selfKey = selfKey
-        self.isContact = isContact
+        self.isContact = Mutex(isContact)
         self.snapshot = Mutex(Snapshot())
         self.update(roster: roster)
     }
@@ -35,6 +35,11 @@ public final class PeerDirectory: Sendable {
         }
     }
 
+    /// Replaces the contact hook (the daemon installs its guest registry's).
+    public func setContactLookup(_ isContact: @escaping @Sendable (PublicKey) -> Bool) {
+        self.isContact.withLock { $0 = isContact }
+    }
+
     public var roster: StoredRoster? { self.snapshot.withLock { $0.roster } }
 
     /// The other devices of the roster, in key order.
@@ -42,7 +47,7 @@ public final class PeerDirectory: Sendable {
 
     public func relation(of sender: PublicKey) -> SenderRelation {
         SenderRelation(isSibling: self.snapshot.withLock { $0.siblings.contains(sender) },
-                       isContact: self.isContact(sender))
+                       isContact: self.isContact.withLock { $0 }(sender))
     }
 
     /// For the messenger's entitlement rule.
