@@ -65,9 +65,13 @@ public final class ContactService: Sendable {
         return grant
     }
 
-    /// `GuestRegistry.revoke`, then stops the guest's requests and sends `contact.revoke` at once.
+    /// `GuestRegistry.revoke`, then stops the guest's requests and sends `contact.revoke` at once (if a delivery
+    /// running concurrently holds the outbox row, that one sends it).
     public func revoke(guest: PublicKey, reason: String = "revoked by the host") async throws {
         try self.registry.revoke(guest: guest, nowMs: self.clock.nowMs(), reason: reason)
+        // Stop its streams now, even if a delivery already in progress holds the outbox row.
+        await self.inference.cancelAll(from: guest, error: .notGranted)
+        self.authorizer.forget(guest: guest)
         await self.deliverPending()
     }
 
@@ -145,6 +149,11 @@ public final class ContactService: Sendable {
         }
         for item in items {
             guard self.inFlight.withLock({ $0.insert(item.id).inserted }) else { continue }
+            // A delivery that overlapped ours may have sent and deleted this row after we listed it.
+            guard (try? self.registry.outboxContains(id: item.id)) == true else {
+                self.inFlight.withLock { _ = $0.remove(item.id) }
+                continue
+            }
             switch item.kind {
             case .grant:
                 // The grant in force now (a later revoke would have replaced this row).

@@ -337,6 +337,11 @@ public final class GuestRegistry: Sendable {
         }
     }
 
+    /// Whether outbox row `id` is still there (another delivery may have completed it meanwhile).
+    public func outboxContains(id: Int64) throws -> Bool {
+        try !self.database.query("SELECT 1 FROM guest_outbox WHERE id = ?", [.integer(id)]).isEmpty
+    }
+
     /// Drops an outbox row once its messages were handed to the relay.
     public func completeOutbox(id: Int64) throws {
         try self.database.execute("DELETE FROM guest_outbox WHERE id = ?", [.integer(id)])
