@@ -52,6 +52,7 @@ let package = Package(
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
+        .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
@@ -59,7 +60,8 @@ let package = Package(
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
-        .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
+        .testTarget(name: "HomebaseRouterTests",
+                    dependencies: ["HomebaseRouter", "APIEmulatorKit", "OllamaEmulatorKit", "HomebaseTransport"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
     ],
