@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
         .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
-        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
+        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
     ],
     swiftLanguageModes: [.v6]
