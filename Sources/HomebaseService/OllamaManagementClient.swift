@@ -303,14 +303,24 @@ public struct OllamaManagementClient: Sendable {
     static func decodingProblem(_ error: any Error) -> String {
         guard let error = error as? DecodingError else { return "an undecodable body" }
         func path(_ context: DecodingError.Context) -> String {
-            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-            return keys.isEmpty ? "the body" : "`" + keys.joined(separator: ".") + "`"
+            guard !context.codingPath.isEmpty else { return "the body" }
+            var text = ""
+            for key in context.codingPath {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += (text.isEmpty ? "" : ".") + key.stringValue
+                }
+            }
+            return "`" + text + "`"
         }
         switch error {
         case .typeMismatch(_, let context): return "a value of the wrong type at \(path(context))"
         case .valueNotFound(_, let context): return "null at \(path(context))"
         case .keyNotFound(let key, _): return "no `\(key.stringValue)` field"
-        case .dataCorrupted: return "a body that is not valid JSON"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty
+                ? "a body that is not valid JSON" : "an unusable value at \(path(context))"
         @unknown default: return "an undecodable body"
         }
     }

@@ -45,6 +45,8 @@ public struct PullProgressRenderer: Sendable {
         } else if !progress.isSuccess {
             self.phase = progress.status
         }
+        // Phase lines before the first sized layer carry no bytes; timing them would only dilute the rate.
+        guard self.totalBytes > 0 else { return }
         self.samples.append((nowMs, self.completedBytes))
         // Keep one sample at or before the window's start, so the rate spans the whole window.
         let windowStart = nowMs >= self.rateWindowMs ? nowMs - self.rateWindowMs : 0
