@@ -58,7 +58,7 @@ let package = Package(
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
-        .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
+        .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode", "RelayService"]),
         .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
