@@ -52,6 +52,7 @@ let package = Package(
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
+        .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
