@@ -52,6 +52,7 @@ let package = Package(
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
+        .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
         .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
@@ -59,10 +60,10 @@ let package = Package(
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
-        .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode"]),
+        .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode", "RelayService"]),
         .testTarget(name: "HomebaseRouterTests",
                     dependencies: ["HomebaseRouter", "APIEmulatorKit", "OllamaEmulatorKit", "HomebaseTransport"]),
-        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
+        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
     ],
     swiftLanguageModes: [.v6]
