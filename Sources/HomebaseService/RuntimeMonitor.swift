@@ -6,7 +6,7 @@ import Synchronization
 /// server.
 ///
 /// Configuration and availability are separate facts (seed 000 §4). An endpoint that is not yet verified is
-/// run through test-before-persist (`RuntimeVerifier`) at each probe until it passes; then `persistVerified`
+/// run through test-before-persist (`OllamaRuntimeVerifier`) at each probe until it passes; then `persistVerified`
 /// stores it, and from there on probes are cheap (version, tags, ps — no completion). A failed probe marks the
 /// runtime unavailable, which advertises no models, but never forgets the endpoint: when Ollama comes back
 /// the next probe finds it.
@@ -49,7 +49,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     public let changes: AsyncStream<RuntimeStatus>
     private let continuation: AsyncStream<RuntimeStatus>.Continuation
     private let client: OllamaManagementClient
-    private let verifier: RuntimeVerifier
+    private let verifier: OllamaRuntimeVerifier
     private let clock: ServiceClock
     private let logger: Logger
     private let persistVerified: @Sendable (RuntimeStatus) async throws -> Void
@@ -67,7 +67,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         self.client = OllamaManagementClient(endpoint: endpoint, http: http, configuration: configuration.client)
         self.endpoint = self.client.endpoint
         self.configuration = configuration
-        self.verifier = RuntimeVerifier(http: http, clientConfiguration: configuration.client, clock: clock)
+        self.verifier = OllamaRuntimeVerifier(http: http, clientConfiguration: configuration.client, clock: clock)
         self.clock = clock
         self.logger = logger
         self.persistVerified = persistVerified

@@ -4,8 +4,8 @@ import Testing
 @testable import HomebaseService
 
 @Suite(.timeLimit(.minutes(1))) struct RuntimeVerifierTests {
-    static func verifier() -> RuntimeVerifier {
-        RuntimeVerifier(http: HTTPClient(), clock: ServiceClock(nowMs: { 1_234 }))
+    static func verifier() -> OllamaRuntimeVerifier {
+        OllamaRuntimeVerifier(http: HTTPClient(), clock: ServiceClock(nowMs: { 1_234 }))
     }
 
     static func emulator(_ configure: (inout EmulatorConfiguration) -> Void = { _ in }) throws

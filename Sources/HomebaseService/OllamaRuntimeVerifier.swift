@@ -27,7 +27,7 @@ public enum RuntimeVerificationError: Error, Equatable, Sendable, CustomStringCo
 /// completion. A URL that never proved it can do inference never becomes a route.
 ///
 /// The verifier stores nothing: the caller persists the returned status's endpoint, and only on success.
-public struct RuntimeVerifier: Sendable {
+public struct OllamaRuntimeVerifier: Sendable {
     private let http: HTTPClient
     private let clientConfiguration: OllamaManagementClient.Configuration
     private let clock: ServiceClock
