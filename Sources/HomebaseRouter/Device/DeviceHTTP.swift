@@ -45,3 +45,10 @@ struct UnavailableProvider: LLMProvider {
         throw ProviderError(.error("http_unavailable"), detail: "no HTTP provider in this build")
     }
 }
+
+extension DeviceHTTP {
+    /// What the executables use.
+    // TODO(clients): switch to the live HTTP providers (OpenAI, Ollama, Anthropic, the runtime verifier and
+    // validateKey) once they are on main; until then every HTTP route falls back on-device.
+    public static func standard() -> DeviceHTTP { .unavailable }
+}
