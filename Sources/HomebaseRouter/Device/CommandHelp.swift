@@ -60,7 +60,7 @@ public enum DeviceCommandLine {
     /// A ws:// or wss:// relay URL.
     public static func relayURL(_ text: String?) throws(UsageError) -> String {
         guard let text else { throw UsageError("init needs --relay URL") }
-        guard RelayURL(text) != nil else { throw UsageError("'\(text)' is not a ws:// or wss:// URL") }
+        guard text.hasPrefix("ws://") || text.hasPrefix("wss://"), RelayURL(text) != nil else { throw UsageError("'\(text)' is not a ws:// or wss:// URL") }
         return text
     }
 
