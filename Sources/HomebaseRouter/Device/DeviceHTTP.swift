@@ -1,4 +1,6 @@
+import Foundation
 import HomebaseCore
+import HomebaseTransport
 
 /// What a zero-token key check found (`handset key test`).
 public enum KeyCheck: Sendable, Equatable {
@@ -47,8 +49,27 @@ struct UnavailableProvider: LLMProvider {
 }
 
 extension DeviceHTTP {
-    /// What the executables use.
-    // TODO(clients): switch to the live HTTP providers (OpenAI, Ollama, Anthropic, the runtime verifier and
-    // validateKey) once they are on main; until then every HTTP route falls back on-device.
-    public static func standard() -> DeviceHTTP { .unavailable }
+    /// What the executables use: the live HTTP providers on one shared client. The cloud base URLs can be
+    /// pointed elsewhere with `HOMEBASE_OPENAI_BASE_URL` / `HOMEBASE_ANTHROPIC_BASE_URL` (tests and the demo use
+    /// local emulators of those APIs).
+    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment) -> DeviceHTTP {
+        let http = HTTPClient()
+        let openAI = environment["HOMEBASE_OPENAI_BASE_URL"] ?? OpenAIProvider.defaultBaseURL
+        let anthropic = environment["HOMEBASE_ANTHROPIC_BASE_URL"] ?? AnthropicChatEngine.defaultBaseURL
+        return DeviceHTTP(
+            makers: .live(http: http, openAIBaseURL: openAI, anthropicBaseURL: anthropic),
+            verifier: HTTPRuntimeVerifier(http: http),
+            validateKey: { provider, key in
+                let result: KeyValidation
+                switch provider {
+                case .openai: result = await OpenAIProvider.validateKey(key, http: http, baseURL: openAI)
+                case .anthropic: result = await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
+                }
+                switch result {
+                case .valid: return .valid
+                case .invalid: return .invalid
+                case .unknown(let why): return .unknown(why)
+                }
+            })
+    }
 }
