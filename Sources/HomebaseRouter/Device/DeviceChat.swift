@@ -6,6 +6,18 @@ import HomebaseNode
 public struct ChatAnswer: Sendable {
     public var resolution: RouteResolution
     public var result: ChatResult
+    /// Milliseconds from the call to the first text of the answer that was kept (after a restart, the
+    /// fallback's first text), and to the end.
+    public var firstTextMs: Double?
+    public var totalMs: Double = 0
+
+    /// Completion tokens per second after the first text (from reported usage, else counted words).
+    public var tokensPerSecond: Double? {
+        guard let first = self.firstTextMs, self.totalMs > first + 1 else { return nil }
+        let tokens = self.result.usage?.completionTokens
+            ?? self.result.text.split(whereSeparator: { $0 == " " || $0 == "\n" }).count
+        return Double(tokens) / ((self.totalMs - first) / 1000)
+    }
 
     /// The `chat --json` object of system.md: `{"text", "route", "provider", "model", "fallback"}`.
     public var json: [String: Any] {
@@ -13,8 +25,13 @@ public struct ChatAnswer: Sendable {
         if let f = self.result.fallback {
             fallback = ["from": f.from.rawValue, "reason": f.reason.rawValue]
         }
+        var timing: [String: Any] = ["total_ms": (self.totalMs * 10).rounded() / 10]
+        if let f = self.firstTextMs { timing["first_text_ms"] = (f * 10).rounded() / 10 }
+        if let t = self.tokensPerSecond { timing["tokens_per_s"] = (t * 10).rounded() / 10 }
+        // system.md's five fields, plus `timing` (the demo's summary table reads it).
         return ["text": self.result.text, "route": self.resolution.route.rawValue,
-                "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback]
+                "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback,
+                "timing": timing]
     }
 }
 
@@ -48,17 +65,30 @@ extension DeviceSession {
     /// answer is completed in one piece.
     public func chat(_ request: ChatRequest, model: String? = nil,
                      onEvent: (@Sendable (ChatStreamEvent) -> Void)? = nil) async -> ChatAnswer {
+        let start = ContinuousClock.now
+        func elapsedMs() -> Double {
+            let d = ContinuousClock.now - start
+            return Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+        }
         let resolution = self.router.resolution()
         let provider = self.router.provider(model: model)
-        guard let onEvent else {
-            let result = (try? await provider.complete(request)) ?? FloorProvider().answer(request)
-            return ChatAnswer(resolution: resolution, result: result)
-        }
+        // Always streamed, so the time to the first text can be reported even for a one-shot answer.
         var final: ChatResult?
+        var firstText: Double?
         for await event in provider.stream(request) {
-            onEvent(event)
-            if case .done(let result) = event { final = result }
+            onEvent?(event)
+            switch event {
+            case .text(let t) where !t.isEmpty:
+                if firstText == nil { firstText = elapsedMs() }
+            case .restart:
+                firstText = nil
+            case .done(let result):
+                final = result
+            default:
+                break
+            }
         }
-        return ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request))
+        return ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request),
+                          firstTextMs: firstText, totalMs: elapsedMs())
     }
 }
