@@ -19,6 +19,21 @@ public struct PublicKey: Hashable, Sendable, Comparable, CustomStringConvertible
     }
 
     public var hex: String { Hex.encode(self.bytes) }
+
+    // Hash the 32 bytes in one call: the relay looks a key up for every frame it forwards.
+    public func hash(into hasher: inout Hasher) {
+        self.bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool {
+        lhs.bytes.withUnsafeBytes { l in
+            rhs.bytes.withUnsafeBytes { r in
+                // Both are exactly 32 bytes (checked in init): four word compares.
+                (0..<4).allSatisfy { l.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self)
+                    == r.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) }
+            }
+        }
+    }
     /// The first 8 hex characters, for logs (never log more of a key than that).
     public var short: String { String(self.hex.prefix(8)) }
     public var description: String { self.short }

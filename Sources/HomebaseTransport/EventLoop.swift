@@ -52,6 +52,7 @@ public final class EventLoop: @unchecked Sendable {
     /// it keeps delegates from being re-entered from inside `write` or `close`.
     private var deferred: [() -> Void] = []
     private var nextConnectionID: UInt64 = 1
+    private var flushHandler: (() -> Void)?
     /// Registered sources (connections and listeners).
     private(set) var registeredCount = 0
 
@@ -194,6 +195,17 @@ public final class EventLoop: @unchecked Sendable {
         }
         self.runExpiredTimers()
         if !self.deferred.isEmpty { self.runDeferred() }
+        if let flush = self.flushHandler {
+            flush()
+            if !self.deferred.isEmpty { self.runDeferred() }
+        }
+    }
+
+    /// Called once per loop iteration, after every ready event, timer and `execute` item was handled and
+    /// before the loop waits again: the place to flush output gathered during the iteration in one write per
+    /// connection. Loop-only.
+    public func setFlushHandler(_ handler: @escaping () -> Void) {
+        self.flushHandler = handler
     }
 
     private func drainInbox() {

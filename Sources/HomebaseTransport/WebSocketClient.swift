@@ -158,10 +158,13 @@ public final class WebSocketClient {
     /// - Throws: `.closed` when the server closed (with its code), `.protocolError`, `.transport`.
     public func receive(timeout: Duration?) throws(Error) -> (opcode: WebSocketOpcode, payload: [UInt8])? {
         let deadline = timeout.map { ContinuousClock.now + $0 }
+        var readOnce = false
         while true {
             if let m = try self.nextBuffered() { return m }
-            let remaining = deadline.map { $0 - .now }
-            if let r = remaining, r <= .zero { return nil }
+            // A zero timeout still takes what the socket (or TLS) already holds, once.
+            let remaining = deadline.map { max($0 - .now, .zero) }
+            if readOnce, remaining == .zero { return nil }
+            readOnce = true
             let bytes: [UInt8]
             do {
                 bytes = try self.stream.receive(maxBytes: 64 * 1024, timeout: remaining)

@@ -46,6 +46,10 @@ final class RelayConnection: TCPConnectionDelegate {
     var storesInFlight: Int { self.storeSeq - self.completedThrough }
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
+    /// WebSocket output gathered during one loop iteration, written in one syscall by `flushOutput` (the
+    /// server calls it before the loop waits again): a burst of DELIVERs costs one write, not one each.
+    var output: [UInt8] = []
+    var isDirty = false
 
     init(server: RelayServer, tcp: TCPConnection, nowMs: UInt64, metricsOnly: Bool) {
         self.server = server
@@ -197,13 +201,14 @@ final class RelayConnection: TCPConnectionDelegate {
                     self.perform(self.session!.messageReceived(payload[...], nowMs: self.server.nowMs))
                 }
             case .ping(let data):
-                self.tcp.write(WebSocketFrameEncoder.encode(opcode: .pong, payload: data))
+                self.append(WebSocketFrameEncoder.encode(opcode: .pong, payload: data))
             case .pong:
                 break
             case .close(let code, _):
                 // Echo the close (RFC 6455 §5.5.1) and hang up.
                 let echo = code.map { WebSocketFrameEncoder.closePayload(code: $0, reason: "") } ?? []
-                self.tcp.write(WebSocketFrameEncoder.encode(opcode: .close, payload: echo))
+                self.append(WebSocketFrameEncoder.encode(opcode: .close, payload: echo))
+                self.flushOutput()
                 self.session?.connectionClosed()
                 self.phase = .closing
                 self.tcp.closeAfterFlush()
@@ -248,31 +253,57 @@ final class RelayConnection: TCPConnectionDelegate {
         self.server.metrics.closes[reason, default: 0] += 1
         self.server.logger.debug("Closing connection", metadata: ["conn.id": "\(self.tcp.id)", "close.code": "\(code)",
                                                                  "close.reason": reason])
-        self.tcp.write(WebSocketFrameEncoder.encode(opcode: .close,
-                                                    payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason)))
+        self.append(WebSocketFrameEncoder.encode(opcode: .close,
+                                                 payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason)))
+        self.flushOutput()
         self.session?.connectionClosed()
         self.phase = .closing
         self.tcp.closeAfterFlush()
     }
 
     func writeFrame(_ frame: RelayFrame) {
-        self.tcp.write(WebSocketFrameEncoder.encode(opcode: .binary, payload: frame.encoded()))
+        WebSocketFrameEncoder.encode(opcode: .binary, payload: frame.encoded(), into: &self.output)
+        self.markDirty()
     }
 
-    /// Writes a DELIVER without copying its payload: the WebSocket and relay headers in one buffer, the payload
-    /// in a second.
+    /// Appends a DELIVER: the WebSocket and relay headers, then the payload.
     func writeDeliver(sender: PublicKey, deliveryID: UInt64, payload: ArraySlice<UInt8>) {
-        let header = Self.deliverHeader(sender: sender, deliveryID: deliveryID, payloadCount: payload.count)
-        header.withUnsafeBytes { h in
-            payload.withUnsafeBytes { p in self.tcp.write(h, p) }
-        }
+        Self.appendDeliverHeader(sender: sender, deliveryID: deliveryID, payloadCount: payload.count, to: &self.output)
+        self.output.append(contentsOf: payload)
+        self.markDirty()
+    }
+
+    /// Appends already framed bytes.
+    func append(_ bytes: [UInt8]) {
+        self.output.append(contentsOf: bytes)
+        self.markDirty()
+    }
+
+    private func markDirty() {
+        guard !self.isDirty else { return }
+        self.isDirty = true
+        self.server.markDirty(self)
+    }
+
+    /// Hands the gathered output to the socket in one write.
+    func flushOutput() {
+        self.isDirty = false
+        guard !self.output.isEmpty else { return }
+        if self.tcp.isOpen { self.tcp.write(self.output) }
+        // Keep a small buffer for the next burst; give a big one back so idle connections stay cheap.
+        self.output.removeAll(keepingCapacity: self.output.capacity <= 16 * 1024)
     }
 
     /// WebSocket header (server frames are unmasked) followed by `0x11 || sender || delivery_id`.
     static func deliverHeader(sender: PublicKey, deliveryID: UInt64, payloadCount: Int) -> [UInt8] {
-        let length = RelayFrame.deliverHeaderByteCount + payloadCount
         var h = [UInt8]()
         h.reserveCapacity(10 + RelayFrame.deliverHeaderByteCount)
+        Self.appendDeliverHeader(sender: sender, deliveryID: deliveryID, payloadCount: payloadCount, to: &h)
+        return h
+    }
+
+    static func appendDeliverHeader(sender: PublicKey, deliveryID: UInt64, payloadCount: Int, to h: inout [UInt8]) {
+        let length = RelayFrame.deliverHeaderByteCount + payloadCount
         h.append(0x82)  // FIN, binary
         if length < 126 {
             h.append(UInt8(length))
@@ -287,11 +318,10 @@ final class RelayConnection: TCPConnectionDelegate {
         h.append(RelayFrameType.deliver.rawValue)
         h.append(contentsOf: sender.bytes)
         for i in (0..<8).reversed() { h.append(UInt8(truncatingIfNeeded: deliveryID >> (UInt64(i) * 8))) }
-        return h
     }
 
     /// Unsent bytes: the kernel's backlog plus live frames held behind stored ones.
-    var queuedBytes: Int { self.tcp.outboundBytesQueued + self.deferredBytes }
+    var queuedBytes: Int { self.tcp.outboundBytesQueued + self.output.count + self.deferredBytes }
 
     /// Live frames may be written now: READY is out, nothing is held, and every STORE sent before has been
     /// committed and delivered.

@@ -33,6 +33,8 @@ public final class RelayServer: @unchecked Sendable {
     private var webSockets = 0
     private var shuttingDown = false
     private var lastMaintenanceMs: UInt64 = 0
+    /// Connections with output gathered in this loop iteration.
+    private var dirty: [RelayConnection] = []
 
     /// The bound port of the main listener (useful with port 0).
     public let port: UInt16
@@ -84,7 +86,10 @@ public final class RelayServer: @unchecked Sendable {
         self.logger.notice("Relay listening", metadata: ["listen": "\(self.configuration.listenHost):\(self.port)",
                                                          "data": self.configuration.dataDirectory])
         self.scheduleSweep()
-        self.loop.execute { [self] in self.maintenance(force: true) }
+        self.loop.execute { [self] in
+            self.loop.setFlushHandler { [self] in self.flushDirty() }
+            self.maintenance(force: true)
+        }
         self.loop.run()
         self.worker.stopAndDrain()
         self.logger.notice("Relay stopped")
@@ -151,6 +156,15 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     func webSocketOpened() { self.webSockets += 1 }
+
+    func markDirty(_ c: RelayConnection) { self.dirty.append(c) }
+
+    private func flushDirty() {
+        guard !self.dirty.isEmpty else { return }
+        let batch = self.dirty
+        self.dirty.removeAll(keepingCapacity: true)
+        for c in batch { c.flushOutput() }
+    }
 
     func connectionEnded(_ c: RelayConnection) {
         guard self.connections.removeValue(forKey: c.tcp.id) != nil else { return }
@@ -319,7 +333,7 @@ public final class RelayServer: @unchecked Sendable {
     private func flushDeferred(_ c: RelayConnection) {
         var written = 0
         while written < c.deferred.count, c.deferredMayGo(afterSeq: c.deferred[written].afterSeq) {
-            c.tcp.write(c.deferred[written].frame)
+            c.append(c.deferred[written].frame)
             c.deferredBytes -= c.deferred[written].frame.count
             written += 1
         }
@@ -359,7 +373,7 @@ public final class RelayServer: @unchecked Sendable {
                 } else if c.readySent, now >= c.lastHeardMs + limits.pingIntervalMs,
                           now >= c.lastPingMs + limits.pingIntervalMs {
                     c.lastPingMs = now
-                    c.tcp.write(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8]()))
+                    c.append(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8]()))
                 }
             case .closing:
                 break

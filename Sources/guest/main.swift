@@ -1,1 +1,82 @@
-print("not built yet")
+import Foundation
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+
+// guest: a device of another account using a friend's Homebase over the contact channel (system.md).
+// Parse, configure, run; the logic is in HomebaseRouter/Device.
+
+let tool = "guest"
+
+struct Guest {
+    let directory: StateDirectory
+
+    func run(_ command: GuestCommand) async throws {
+        switch command {
+        case .help:
+            print(GuestCommand.helpText)
+            return
+        case .initialize(let relay, let name):
+            print(try DeviceSession.initialize(directory: self.directory, relayURL: relay, name: name ?? tool).hex)
+            return
+        default:
+            break
+        }
+        var options = DeviceSession.Options()
+        if case .chat(let c) = command, let w = c.watchdogs { options.watchdogs = w }
+        let s = try DeviceSession(directory: self.directory, tool: tool, http: DeviceHTTP.standard(), options: options)
+        defer { s.stop() }
+        switch command {
+        case .join(let host):
+            guard await s.connect() else { throw CLIError("could not connect to the relay; the join was not sent") }
+            let outcome = try await s.guest.join(host: host, name: s.node.name, messenger: s.messenger)
+            switch outcome {
+            case .receipt(.delivered): print("join sent to \(host.short) (delivered)")
+            case .receipt(.stored): print("join sent to \(host.short) (stored: the host is offline)")
+            default: throw CLIError("the relay refused the join (\(outcome)); try again")
+            }
+            print("\(host.hex) pending: 'guest status' shows the grant once the host answers")
+        case .status(let json, let offline):
+            if !offline { await s.connect(timeout: .seconds(2), drain: .seconds(1)) }
+            DeviceReport.printGuestStatus(s, json: json)
+        case .leave(let given):
+            let hosts = s.joined.all()
+            guard let host = given ?? (hosts.count == 1 ? hosts[0].host : nil) else {
+                throw CLIError(hosts.isEmpty ? "no host to leave" : "several hosts: say which HOST_PK to leave")
+            }
+            guard s.joined.record(for: host) != nil else { throw CLIError("\(host.short) is not one of your hosts") }
+            let connected = await s.connect()
+            try await s.guest.leave(host: host, messenger: s.messenger)
+            print("left \(host.short)" + (connected ? "" : " (relay unreachable: the host was not told)"))
+        case .chat(let c):
+            try await self.chat(c, s)
+        default:
+            preconditionFailure("handled above")
+        }
+    }
+
+    /// Routes through the joined Homebase: the selection is that host with the requested (or first) model on
+    /// the External/Ollama radio; the router falls back on-device when it cannot be used.
+    func chat(_ c: ChatInvocation, _ s: DeviceSession) async throws {
+        let records = s.joined.all()
+        let host = c.host ?? records.first { $0.state == .joined }?.host ?? records.first?.host
+        if let host, await s.connect() {
+            await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
+        }
+        try s.settings.setModelSource(.external)
+        try s.settings.setExternalRuntime(.ollama)
+        if let host, let model = s.guest.model(on: host, requested: c.model) {
+            try s.settings.setExternalSelection(ExternalSelection(tag: model, host: .joined(host)))
+        } else {
+            try s.settings.setExternalSelection(nil)
+        }
+        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")]), c)
+        if c.json { CLI.printJSON(answer.json) } else if !c.stream { print(answer.result.text) }
+    }
+}
+
+await CLI.main(tool: tool, usage: GuestCommand.helpText) {
+    let environment = ProcessInfo.processInfo.environment
+    let (state, command) = try GuestCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
+    try await Guest(directory: StateDirectory(explicit: state, tool: tool)).run(command)
+}

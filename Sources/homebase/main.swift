@@ -1,1 +1,78 @@
-print("not built yet")
+import Foundation
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+import HomebaseService
+import HomebaseTransport
+
+// homebase: the daemon next to Ollama and its subcommands (system.md, command-line contract).
+
+let usage = """
+    Usage: homebase [--state DIR] COMMAND
+
+      init --relay URL [--ollama URL] [--name NAME]   create keys and state; prints the device public key
+      run                                             the daemon (SIGTERM stops it cleanly)
+      id                                              print the device public key
+      status [--json]                                 relay connection, runtime, models, siblings
+      models [--json]                                 installed models (tag, capabilities, loaded)
+      pull MODEL                                      download a model into Ollama, with progress
+      pair                                            print a one-time pairing code (10 minutes, single use)
+      grant GUEST_PK [--models a,b] [--expires DURATION]   let a friend's device use models (e.g. --expires 7d)
+      revoke GUEST_PK                                 withdraw a grant (effective on the next request)
+      guests [--json]                                 pending joins, granted and revoked guests
+
+    State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
+    Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_LOG_LEVEL (default info).
+    """
+
+struct StderrSink: LogSink {
+    func write(_ record: LogRecord) { FileHandle.standardError.write(Data((record.formatted + "\n").utf8)) }
+}
+
+let rawArguments = Array(CommandLine.arguments.dropFirst())
+if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.contains("-h") {
+    print(usage)
+    exit(rawArguments.isEmpty ? 64 : 0)
+}
+
+await CLI.main(tool: "homebase", usage: usage) {
+    let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires"],
+                             flagOptions: ["json"])
+    let command = try args.positional(0, "command")
+    let dir = StateDirectory(explicit: args.value("state"), tool: "homebase")
+    let level = Logger.Level(name: ProcessInfo.processInfo.environment["HOMEBASE_LOG_LEVEL"] ?? "info") ?? .info
+    let logger = Logger(label: "homebase", level: level, sink: StderrSink())
+    if command == "init" {
+        try args.expectPositionals(atMost: 1)
+        guard let relay = args.value("relay") else { throw UsageError("init needs --relay URL") }
+        guard RelayURL(relay) != nil else { throw UsageError("'\(relay)' is not a ws:// or wss:// URL") }
+        let ollama = args.value("ollama") ?? HomebaseSettings.defaultOllamaURL
+        guard RelayURL(ollama) != nil else { throw UsageError("'\(ollama)' is not an http:// URL") }
+        try dir.create()
+        let state = try HomebaseState(path: dir.databasePath)
+        let name = args.value("name") ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
+        let pk = try state.initialize(settings: HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name),
+                                      nowMs: Posix.wallClockMs)
+        print(pk.hex)
+        return
+    }
+    try dir.requireInitialized(tool: "homebase")
+    let state = try HomebaseState(path: dir.databasePath)
+    let commands = HomebaseCommands(state: state, args: args, logger: logger)
+    switch command {
+    case "run": try await commands.run()
+    case "id": print(try state.deviceKey().publicKey.hex)
+    case "status": try commands.status()
+    case "models": try await commands.models()
+    case "pull": try await commands.pull(try args.positional(1, "MODEL"))
+    case "pair":
+        let code = try PairingService(state: state, logger: logger)
+            .createPairingCode(relayURL: try state.settings().relayURL, nowMs: Posix.wallClockMs)
+        print("Pairing code (valid 10 minutes, single use). On the handset run: handset pair '<code>'")
+        print(code)
+    case "grant": try commands.grant(try args.positional(1, "GUEST_PK"))
+    case "revoke": try commands.revoke(try args.positional(1, "GUEST_PK"))
+    case "guests": try commands.guests()
+    default: throw UsageError("unknown command '\(command)'")
+    }
+}

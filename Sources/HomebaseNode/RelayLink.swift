@@ -1,0 +1,264 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One device's connection to its relay, kept up by a dedicated I/O thread: connect, log in, send queued frames,
+/// hand received frames to the owner, reconnect with backoff and jitter (1012 at once), Protocol/relay.md §3-7.
+///
+/// Thread safety: `enqueue`, `start` and `stop` may be called from any thread. Callbacks run on the I/O thread
+/// and must not block.
+public final class RelayLink: Sendable {
+    public struct Options: Sendable {
+        /// `Authorization: Bearer` for relays that require an access token.
+        public var accessToken: String?
+        public var caFile: String?
+        public var insecureSkipVerify = false
+        public var connectTimeout: Duration = .seconds(10)
+        /// Silence after which the client pings, and after which it gives up on the connection.
+        public var keepaliveMs: UInt64 = 45_000
+        public var deadAfterMs: UInt64 = 100_000
+        /// Stop after this many failed connection attempts in a row (nil: never; a daemon retries forever).
+        public var maxAttempts: Int?
+        public init() {}
+    }
+
+    public enum Event: Sendable, Equatable {
+        case connected(stored: Int, maxPayload: Int)
+        case frame(RelayFrame)
+        case disconnected(closeCode: UInt16?, reason: String)
+        /// The link gave up: replaced (4001), too many failed attempts, or stopped.
+        case stopped(reason: String)
+    }
+
+    private struct Shared {
+        var outbound: [[UInt8]] = []
+        var stopped = false
+        var connected = false
+    }
+
+    public let url: String
+    private let key: SigningSecretKey
+    private let options: Options
+    private let shared = Mutex(Shared())
+    private let onEvent: @Sendable (Event) -> Void
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(url: String, key: SigningSecretKey, options: Options = Options(),
+                onEvent: @escaping @Sendable (Event) -> Void) {
+        self.url = url
+        self.key = key
+        self.options = options
+        self.onEvent = onEvent
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0, "pipe() failed: \(errno)")
+        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        self.wakeRead = fds[0]
+        self.wakeWrite = fds[1]
+    }
+
+    deinit {
+        close(self.wakeRead)
+        close(self.wakeWrite)
+    }
+
+    public var isConnected: Bool { self.shared.withLock { $0.connected } }
+
+    public func start() {
+        let thread = Thread { [self] in
+            self.run()
+            self.finished.signal()
+        }
+        thread.name = "relay-link"
+        thread.start()
+    }
+
+    /// Stops the link and waits (at most `timeout`) for the thread to close the connection.
+    public func stop(timeout: Duration = .seconds(2)) {
+        let already = self.shared.withLock { s -> Bool in
+            defer { s.stopped = true }
+            return s.stopped
+        }
+        guard !already else { return }
+        self.wake()
+        _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
+    }
+
+    /// Queues a frame; returns false when not connected (the caller treats that as "not sent").
+    @discardableResult
+    public func enqueue(_ frame: RelayFrame) -> Bool {
+        let ok = self.shared.withLock { s -> Bool in
+            guard s.connected, !s.stopped else { return false }
+            s.outbound.append(frame.encoded())
+            return true
+        }
+        if ok { self.wake() }
+        return ok
+    }
+
+    private func wake() {
+        var b: UInt8 = 1
+        _ = write(self.wakeWrite, &b, 1)
+    }
+
+    private var isStopped: Bool { self.shared.withLock { $0.stopped } }
+
+    // MARK: The I/O thread
+
+    private func run() {
+        var backoff = ReconnectBackoff()
+        var failures = 0
+        while !self.isStopped {
+            var closeCode: UInt16?
+            do {
+                let ws = try self.connect()
+                failures = 0
+                let (stored, maxPayload, machine) = try self.login(ws)
+                backoff.connected()
+                self.shared.withLock {
+                    $0.connected = true
+                    $0.outbound.removeAll()
+                }
+                self.onEvent(.connected(stored: stored, maxPayload: maxPayload))
+                closeCode = self.serve(ws, machine: machine)
+                self.shared.withLock { $0.connected = false }
+                self.onEvent(.disconnected(closeCode: closeCode, reason: "connection ended"))
+            } catch let e as WebSocketClient.Error {
+                if case .closed(let code, _) = e { closeCode = code }
+                failures += 1
+                self.onEvent(.disconnected(closeCode: closeCode, reason: "\(e)"))
+            } catch {
+                failures += 1
+                self.onEvent(.disconnected(closeCode: nil, reason: "\(error)"))
+            }
+            self.shared.withLock { $0.connected = false }
+            if self.isStopped { break }
+            if closeCode == CloseCode.replaced {
+                self.onEvent(.stopped(reason: "replaced by a newer connection with the same key (4001)"))
+                self.shared.withLock { $0.stopped = true }
+                break
+            }
+            if let max = self.options.maxAttempts, failures >= max {
+                self.onEvent(.stopped(reason: "relay unreachable after \(failures) attempts"))
+                self.shared.withLock { $0.stopped = true }
+                break
+            }
+            let delay = backoff.nextDelayMs(closeCode: closeCode, random: Double.random(in: 0..<1))
+            self.sleep(ms: delay)
+        }
+        self.onEvent(.stopped(reason: "stopped"))
+    }
+
+    private func connect() throws -> WebSocketClient {
+        var o = WebSocketClient.Options(subprotocol: "homebase-relay.v1")
+        o.caFile = self.options.caFile
+        o.insecureSkipVerify = self.options.insecureSkipVerify
+        o.connectTimeout = self.options.connectTimeout
+        o.maxMessageBytes = 512 * 1024
+        if let t = self.options.accessToken { o.headers = [("Authorization", "Bearer \(t)")] }
+        return try WebSocketClient.connect(self.url, options: o)
+    }
+
+    private func login(_ ws: WebSocketClient) throws -> (Int, Int, RelayClientStateMachine) {
+        var machine = RelayClientStateMachine(publicKey: self.key.publicKey)
+        let deadline = ContinuousClock.now + self.options.connectTimeout
+        while true {
+            guard let m = try ws.receive(timeout: max(deadline - .now, .zero)) else {
+                throw WebSocketClient.Error.handshake("no READY from the relay in time")
+            }
+            guard m.opcode == .binary else { throw WebSocketClient.Error.handshake("text frame from relay") }
+            switch machine.messageReceived(m.payload[...]) {
+            case .signChallenge(let nonce, _):
+                let sig = self.key.sign(nonce, context: SignatureContext.relayAuth)
+                if case .send(let f) = machine.challengeSigned(signature: sig) { try ws.send(binary: f.encoded()) }
+            case .ready(let stored, let max):
+                return (stored, max, machine)
+            case .relayError(let code, let message):
+                throw WebSocketClient.Error.closed(code: code, reason: message)
+            case .close(let code, let reason):
+                ws.close(code: code, reason: reason)
+                throw WebSocketClient.Error.handshake(reason)
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Serves one logged-in connection until it ends; returns the close code.
+    private func serve(_ ws: WebSocketClient, machine: RelayClientStateMachine) -> UInt16? {
+        var lastHeard = Posix.monotonicMs
+        var lastPing = lastHeard
+        var machine = machine
+        do {
+            while true {
+                if self.isStopped {
+                    ws.close(code: CloseCode.normal, reason: "")
+                    return CloseCode.normal
+                }
+                let out = self.shared.withLock { s -> [[UInt8]] in
+                    defer { s.outbound.removeAll(keepingCapacity: true) }
+                    return s.outbound
+                }
+                if !out.isEmpty { try ws.send(binaryMessages: out, deadline: .now + .seconds(10)) }
+                // Take everything already received, then wait on the socket and the wake pipe together.
+                while let m = try ws.receive(timeout: .zero) {
+                    lastHeard = Posix.monotonicMs
+                    guard m.opcode == .binary else { continue }
+                    switch machine.messageReceived(m.payload[...]) {
+                    case .deliver(let sender, let id, let payload):
+                        self.onEvent(.frame(.deliver(sender: sender, deliveryID: id, payload: payload)))
+                    case .receipt(let sendID, let status):
+                        self.onEvent(.frame(.receipt(sendID: sendID, status: status)))
+                    case .relayError(let code, let message):
+                        self.onEvent(.frame(.error(code: code, message: message)))
+                    case .close(let code, let reason):
+                        ws.close(code: code, reason: reason)
+                        return code
+                    default:
+                        break
+                    }
+                }
+                let now = Posix.monotonicMs
+                if now >= lastHeard + self.options.deadAfterMs {
+                    ws.abort()
+                    return nil
+                }
+                if now >= lastHeard + self.options.keepaliveMs, now >= lastPing + self.options.keepaliveMs {
+                    lastPing = now
+                    try ws.ping()
+                }
+                self.waitReadable(ws.pollDescriptor, timeoutMs: 1_000)
+            }
+        } catch let e as WebSocketClient.Error {
+            if case .closed(let code, _) = e { return code }
+            return nil
+        } catch {
+            return nil
+        }
+    }
+
+    private func waitReadable(_ fd: Int32, timeoutMs: Int32) {
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, timeoutMs)
+        if fds[1].revents != 0 {
+            var buf = [UInt8](repeating: 0, count: 64)
+            while read(self.wakeRead, &buf, buf.count) > 0 {}
+        }
+    }
+
+    private func sleep(ms: UInt64) {
+        var fds = [pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 1, Int32(min(ms, 60_000)))
+    }
+}
+

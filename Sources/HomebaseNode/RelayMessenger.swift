@@ -1,0 +1,186 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseStore
+import HomebaseTransport
+import Synchronization
+
+/// The real `PeerMessenger`: seals messages into envelopes (Protocol/envelope.md), sends them through a
+/// `RelayLink`, and opens what arrives, applying every receiver rule in order, with replay protection persisted
+/// in the device's state database.
+public final class RelayMessenger: PeerMessenger {
+    public let publicKey: PublicKey
+    public let inbound: AsyncStream<InboundMessage>
+    public let events: AsyncStream<MessengerEvent>
+    private let inboundContinuation: AsyncStream<InboundMessage>.Continuation
+    private let eventsContinuation: AsyncStream<MessengerEvent>.Continuation
+    private let key: SigningSecretKey
+    private let seen: SeenMessageStore?
+    private let relation: RelationLookup
+    private let wallClock: @Sendable () -> UInt64
+    private let logger: Logger
+    private let receiver: EnvelopeReceiver
+    private let state = Mutex(State())
+    private let linkBox = Mutex<RelayLink?>(nil)
+
+    private struct State {
+        var nextSendID: UInt32 = 1
+        var receipts: [UInt32: @Sendable (SendOutcome) -> Void] = [:]
+        var keys: [PublicKey: SymmetricKey] = [:]
+        var drops: [String: Int] = [:]
+        var maxPayload = RelayLimits().maxPayloadBytes
+    }
+
+    /// - Parameters:
+    ///   - seen: the persisted replay set; nil keeps none (only for throwaway tools).
+    ///   - relation: who a sender is to this device (roster, contacts), read per envelope.
+    public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
+                options: RelayLink.Options = RelayLink.Options(), logger: Logger,
+                wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs }) {
+        self.publicKey = key.publicKey
+        self.key = key
+        self.seen = seen
+        self.relation = relation
+        self.wallClock = wallClock
+        self.logger = logger
+        self.receiver = EnvelopeReceiver(selfKey: key.publicKey)
+        (self.inbound, self.inboundContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        (self.events, self.eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let link = RelayLink(url: url, key: key, options: options) { [weak self] event in self?.handle(event) }
+        self.linkBox.withLock { $0 = link }
+    }
+
+    public func start() { self.link?.start() }
+
+    public func stop() {
+        self.link?.stop()
+        self.failPendingReceipts()
+        self.inboundContinuation.finish()
+        self.eventsContinuation.finish()
+    }
+
+    private var link: RelayLink? { self.linkBox.withLock { $0 } }
+
+    public var isConnected: Bool { self.link?.isConnected ?? false }
+
+    /// Envelopes dropped so far, by reason (Protocol/envelope.md §5).
+    public var dropCounts: [String: Int] { self.state.withLock { $0.drops } }
+
+    public func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
+                     onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+        guard let sealed = self.seal(message, to: peer, channel: channel) else {
+            onReceipt?(.receipt(.payloadTooLarge))
+            return
+        }
+        let sendID: UInt32 = self.state.withLock { s in
+            guard onReceipt != nil else { return 0 }
+            let id = s.nextSendID
+            s.nextSendID = s.nextSendID == UInt32.max ? 1 : s.nextSendID + 1
+            s.receipts[id] = onReceipt
+            return id
+        }
+        let frame = RelayFrame.send(sendID: sendID, recipient: peer, flags: store ? SendFlags.store : 0,
+                                    payload: sealed[...])
+        if !(self.link?.enqueue(frame) ?? false) {
+            let cb = self.state.withLock { $0.receipts.removeValue(forKey: sendID) }
+            cb?(.notConnected)
+        }
+    }
+
+    /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer.
+    func seal(_ message: Message, to peer: PublicKey, channel: Channel) -> [UInt8]? {
+        guard let key = self.e2eKey(for: peer) else { return nil }
+        let header = EnvelopeHeader(channel: channel, sender: self.publicKey, recipient: peer,
+                                    messageID: SecureRandom.bytes(16), sentAtMs: self.wallClock(),
+                                    nonce: SecureRandom.bytes(24))
+        let bytes = EnvelopeSealer.seal(header: header, plaintext: message.paddedPlaintext(), key: key).encoded()
+        let max = self.state.withLock { $0.maxPayload }
+        return bytes.count <= max ? bytes : nil
+    }
+
+    private func e2eKey(for peer: PublicKey) -> SymmetricKey? {
+        if let k = self.state.withLock({ $0.keys[peer] }) { return k }
+        guard let k = try? E2E.deriveKey(selfSecret: self.key, peer: peer) else { return nil }
+        self.state.withLock { s in
+            if s.keys.count > 4096 { s.keys.removeAll() }  // bounded cache; keys are cheap to derive again
+            s.keys[peer] = k
+        }
+        return k
+    }
+
+    // MARK: Inbound
+
+    private func handle(_ event: RelayLink.Event) {
+        switch event {
+        case .connected(let stored, let maxPayload):
+            self.state.withLock { $0.maxPayload = maxPayload > 0 ? maxPayload : $0.maxPayload }
+            self.logger.debug("Connected to relay", metadata: ["stored": "\(stored)"])
+            self.eventsContinuation.yield(.connected(stored: stored))
+            if let seen = self.seen {
+                _ = try? seen.prune(olderThanMs: self.receiver.replayHorizonMs(nowMs: self.wallClock()))
+            }
+        case .disconnected(let code, let reason):
+            self.logger.debug("Relay connection ended", metadata: ["close.code": code.map { "\($0)" } ?? "-",
+                                                                   "reason": reason])
+            self.failPendingReceipts()
+            self.eventsContinuation.yield(.disconnected(closeCode: code))
+        case .stopped(let reason):
+            self.logger.debug("Relay link stopped", metadata: ["reason": reason])
+            self.failPendingReceipts()
+        case .frame(.receipt(let sendID, let status)):
+            let cb = self.state.withLock { $0.receipts.removeValue(forKey: sendID) }
+            cb?(.receipt(status))
+        case .frame(.deliver(let sender, let deliveryID, let payload)):
+            self.open(payload, from: sender)
+            // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
+            if deliveryID != 0 { self.link?.enqueue(.ack(deliveryID: deliveryID)) }
+        case .frame:
+            break
+        }
+    }
+
+    private func failPendingReceipts() {
+        let pending = self.state.withLock { s -> [@Sendable (SendOutcome) -> Void] in
+            defer { s.receipts.removeAll() }
+            return Array(s.receipts.values)
+        }
+        for cb in pending { cb(.notConnected) }
+    }
+
+    private func drop(_ error: EnvelopeError, from sender: PublicKey) {
+        self.state.withLock { $0.drops[error.reason, default: 0] += 1 }
+        self.logger.debug("Envelope dropped", metadata: ["reason": error.reason, "peer.pk": sender.short])
+    }
+
+    /// The receiver rules of Protocol/envelope.md §5, in order.
+    func open(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) {
+        let envelope: Envelope
+        do { envelope = try Envelope(decoding: payload) } catch { return self.drop(error, from: relaySender) }
+        let now = self.wallClock()
+        do {
+            try self.receiver.checkHeader(envelope.header, deliveredBy: relaySender, nowMs: now)
+        } catch {
+            return self.drop(error, from: relaySender)
+        }
+        guard let key = self.e2eKey(for: relaySender),
+              let plaintext = try? EnvelopeSealer.open(envelope, key: key)
+        else { return self.drop(.openFailed, from: relaySender) }
+        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+            return self.drop(.malformedPlaintext, from: relaySender)
+        }
+        do {
+            try self.receiver.checkEntitlement(channel: envelope.header.channel, messageType: message.type,
+                                               relation: self.relation(relaySender))
+        } catch {
+            return self.drop(error, from: relaySender)
+        }
+        if let seen = self.seen {
+            let fresh = (try? seen.insertIfNew(sender: relaySender, messageID: envelope.header.messageID,
+                                               sentAtMs: envelope.header.sentAtMs)) ?? false
+            guard fresh else { return self.drop(.replay, from: relaySender) }
+        }
+        self.inboundContinuation.yield(InboundMessage(
+            sender: relaySender, channel: envelope.header.channel, message: message,
+            sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID))
+    }
+}

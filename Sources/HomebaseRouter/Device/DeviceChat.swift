@@ -1,0 +1,94 @@
+import Foundation
+import HomebaseCore
+import HomebaseNode
+
+/// One answered chat call and the route that was resolved for it.
+public struct ChatAnswer: Sendable {
+    public var resolution: RouteResolution
+    public var result: ChatResult
+    /// Milliseconds from the call to the first text of the answer that was kept (after a restart, the
+    /// fallback's first text), and to the end.
+    public var firstTextMs: Double?
+    public var totalMs: Double = 0
+
+    /// Completion tokens per second after the first text (from reported usage, else counted words).
+    public var tokensPerSecond: Double? {
+        guard let first = self.firstTextMs, self.totalMs > first + 1 else { return nil }
+        let tokens = self.result.usage?.completionTokens
+            ?? self.result.text.split(whereSeparator: { $0 == " " || $0 == "\n" }).count
+        return Double(tokens) / ((self.totalMs - first) / 1000)
+    }
+
+    /// The `chat --json` object of system.md: `{"text", "route", "provider", "model", "fallback"}`.
+    public var json: [String: Any] {
+        var fallback: Any = NSNull()
+        if let f = self.result.fallback {
+            fallback = ["from": f.from.rawValue, "reason": f.reason.rawValue]
+        }
+        var timing: [String: Any] = ["total_ms": (self.totalMs * 10).rounded() / 10]
+        if let f = self.firstTextMs { timing["first_text_ms"] = (f * 10).rounded() / 10 }
+        if let t = self.tokensPerSecond { timing["tokens_per_s"] = (t * 10).rounded() / 10 }
+        // system.md's five fields, plus `timing` (the demo's summary table reads it).
+        return ["text": self.result.text, "route": self.resolution.route.rawValue,
+                "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback,
+                "timing": timing]
+    }
+}
+
+/// What a streaming CLI prints around a chat.
+public enum ChatOutput {
+    /// The stderr line printed when a fallback restarts an answer that had begun streaming.
+    public static func restartMarker(_ reason: FallbackReason) -> String {
+        "[fallback: \(reason.rawValue) — answering on-device]"
+    }
+
+    /// Reads a tools file: a JSON array of OpenAI-style tool objects, each kept as its JSON text.
+    public static func loadTools(path: String) throws -> [RawJSON] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError("cannot read tools file \(path)")
+        }
+        guard let array = try? JSONSerialization.jsonObject(with: data) as? [Any] else {
+            throw CLIError("tools file \(path) is not a JSON array")
+        }
+        return try array.map { element in
+            guard element is [String: Any],
+                let bytes = try? JSONSerialization.data(withJSONObject: element, options: [.sortedKeys])
+            else { throw CLIError("tools file \(path): every tool must be a JSON object") }
+            return RawJSON(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+}
+
+extension DeviceSession {
+    /// Resolves the route, asks the router for a provider and answers `request`. Never fails: at worst the
+    /// floor answers. `onEvent` sees every stream event (text, `.restart`, `.done`) when given; without it the
+    /// answer is completed in one piece.
+    public func chat(_ request: ChatRequest, model: String? = nil,
+                     onEvent: (@Sendable (ChatStreamEvent) -> Void)? = nil) async -> ChatAnswer {
+        let start = ContinuousClock.now
+        func elapsedMs() -> Double {
+            let d = ContinuousClock.now - start
+            return Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+        }
+        let resolution = self.router.resolution()
+        let provider = self.router.provider(model: model)
+        // Always streamed, so the time to the first text can be reported even for a one-shot answer.
+        var final: ChatResult?
+        var firstText: Double?
+        for await event in provider.stream(request) {
+            onEvent?(event)
+            switch event {
+            case .text(let t) where !t.isEmpty:
+                if firstText == nil { firstText = elapsedMs() }
+            case .restart:
+                firstText = nil
+            case .done(let result):
+                final = result
+            default:
+                break
+            }
+        }
+        return ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request),
+                          firstTextMs: firstText, totalMs: elapsedMs())
+    }
+}

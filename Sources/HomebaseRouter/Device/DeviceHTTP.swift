@@ -1,0 +1,75 @@
+import Foundation
+import HomebaseCore
+import HomebaseTransport
+
+/// What a zero-token key check found (`handset key test`).
+public enum KeyCheck: Sendable, Equatable {
+    /// The API accepted the key.
+    case valid
+    /// The API rejected the key (401).
+    case invalid
+    /// Anything else: unreachable, 5xx, 429; the detail says why.
+    case unknown(String)
+}
+
+/// The HTTP side of a device, injected into `DeviceSession`: the providers the router builds for Ollama,
+/// OpenAI, Anthropic and the device-model rung, the runtime verifier of test-before-persist, and the
+/// zero-token key check. The executables pass the live implementations; tests pass fakes.
+public struct DeviceHTTP: Sendable {
+    public var makers: HTTPProviderMakers
+    /// `nil` when this build has no HTTP runtime verifier (then `config endpoint verify` says so).
+    public var verifier: (any RuntimeVerifier)?
+    /// `nil` when this build cannot check keys.
+    public var validateKey: (@Sendable (CloudProvider, String) async -> KeyCheck)?
+
+    public init(makers: HTTPProviderMakers, verifier: (any RuntimeVerifier)? = nil,
+                validateKey: (@Sendable (CloudProvider, String) async -> KeyCheck)? = nil) {
+        self.makers = makers
+        self.verifier = verifier
+        self.validateKey = validateKey
+    }
+
+    /// No HTTP at all: every HTTP provider fails at once with `error:http_unavailable`, so the router's
+    /// fallback answers on-device; the device-model rung is absent (the floor answers). For tests and for
+    /// commands that never chat.
+    public static let unavailable = DeviceHTTP(makers: HTTPProviderMakers(
+        ollama: { _, _ in UnavailableProvider(kind: .ollama) },
+        openAI: { _, _ in UnavailableProvider(kind: .openai) },
+        anthropic: { _, _ in UnavailableProvider(kind: .anthropic) },
+        onDevice: { _ in OnDeviceProvider(deviceModel: nil) }))
+}
+
+/// A provider that always fails with `error:http_unavailable` (see `DeviceHTTP.unavailable`).
+struct UnavailableProvider: LLMProvider {
+    let kind: ProviderKind
+
+    func complete(_ request: ChatRequest) async throws(ProviderError) -> ChatResult {
+        throw ProviderError(.error("http_unavailable"), detail: "no HTTP provider in this build")
+    }
+}
+
+extension DeviceHTTP {
+    /// What the executables use: the live HTTP providers on one shared client. The cloud base URLs can be
+    /// pointed elsewhere with `HOMEBASE_OPENAI_BASE_URL` / `HOMEBASE_ANTHROPIC_BASE_URL` (tests and the demo use
+    /// local emulators of those APIs).
+    public static func standard(environment: [String: String] = ProcessInfo.processInfo.environment) -> DeviceHTTP {
+        let http = HTTPClient()
+        let openAI = environment["HOMEBASE_OPENAI_BASE_URL"] ?? OpenAIProvider.defaultBaseURL
+        let anthropic = environment["HOMEBASE_ANTHROPIC_BASE_URL"] ?? AnthropicChatEngine.defaultBaseURL
+        return DeviceHTTP(
+            makers: .live(http: http, openAIBaseURL: openAI, anthropicBaseURL: anthropic),
+            verifier: HTTPRuntimeVerifier(http: http),
+            validateKey: { provider, key in
+                let result: KeyValidation
+                switch provider {
+                case .openai: result = await OpenAIProvider.validateKey(key, http: http, baseURL: openAI)
+                case .anthropic: result = await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
+                }
+                switch result {
+                case .valid: return .valid
+                case .invalid: return .invalid
+                case .unknown(let why): return .unknown(why)
+                }
+            })
+    }
+}

@@ -1,0 +1,224 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseNode
+import HomebaseStore
+import HomebaseTransport
+import Synchronization
+
+/// Everything a handset or guest command works with: the state database and its stores, the sealed
+/// messenger, the inference response router (whose `otherMessages` handler dispatches adverts, rosters,
+/// grants and the model choice), the provider factory and the `LLMRouter`.
+///
+/// Nothing touches the network until `connect(timeout:)`; one-shot commands connect with a short bound and
+/// then proceed offline if need be (routing then lands on-device with the router's or the provider's reason).
+/// `stop()` ends the relay link cleanly.
+public final class DeviceSession: Sendable {
+    /// Namespaces in the state database's key-value table.
+    enum Namespace {
+        static let settings = "settings."
+        static let secrets = "secrets."
+        static let device = "device."
+        static let account = "account."
+        static let guest = "guest."
+    }
+
+    /// How a session is tuned (one-shot bounds, watchdogs for tests).
+    public struct Options: Sendable {
+        /// The inference watchdog ladder (the spec's 10 s / 90 s / 30 s unless a test shortens it).
+        public var watchdogs = InferenceClientStateMachine.Watchdogs()
+        /// The relay access token, when the relay needs one.
+        public var relayToken: String?
+        public init() {}
+    }
+
+    public let node: NodeState
+    public let identity: SigningSecretKey
+    public let settings: AgentSettings
+    public let keys: CloudKeyStore
+    public let runtime: ExternalRuntimeStore
+    public let adverts: ExternalModelsAdvertStore
+    public let joined: SQLiteJoinedHomebaseStore
+    public let account: HandsetAccount
+    public let guest: GuestMemberships
+    public let http: DeviceHTTP
+    public let messenger: any PeerMessenger
+    public let responses: InferenceResponseRouter
+    public let router: LLMRouter
+    public let clock: @Sendable () -> UInt64
+    private let relay: RelayMessenger?
+    private let counters = Mutex(Counters())
+
+    struct Counters {
+        var started = false
+        var storedAnnounced = 0
+        var otherHandled = 0
+        var advertsStored = 0
+    }
+
+    /// Opens an initialised state directory and builds the real relay messenger (not yet started).
+    public convenience init(directory: StateDirectory, tool: String, http: DeviceHTTP, options: Options = Options(),
+                            logger: Logger = .discard()) throws {
+        try directory.requireInitialized(tool: tool)
+        let node = try NodeState(path: directory.databasePath)
+        let identity = try node.identity()
+        let url = try node.relayURL()
+        let seen = try SeenMessageStore(database: node.database)
+        var linkOptions = RelayLink.Options()
+        linkOptions.accessToken = options.relayToken ?? node.relayToken
+        linkOptions.connectTimeout = .seconds(5)
+        let box = RelationBox()
+        let relay = RelayMessenger(url: url, key: identity, seen: seen, relation: { box.relation($0) },
+                                   options: linkOptions, logger: logger)
+        try self.init(node: node, identity: identity, messenger: relay, relay: relay, http: http, options: options,
+                      logger: logger, clock: { Posix.wallClockMs })
+        box.set { [weak self] key in self?.relation(of: key) ?? .stranger }
+    }
+
+    /// Builds a session over any messenger (tests pass a `LoopbackMessenger`, whose relation lookup should call
+    /// `relation(of:)` of the session; see `RelationBox`).
+    public init(node: NodeState, identity: SigningSecretKey, messenger: any PeerMessenger, relay: RelayMessenger?,
+                http: DeviceHTTP, options: Options = Options(), logger: Logger = .discard(),
+                clock: @escaping @Sendable () -> UInt64) throws {
+        self.node = node
+        self.identity = identity
+        self.clock = clock
+        self.http = http
+        self.messenger = messenger
+        self.relay = relay
+        let backend = { (ns: String) in SQLiteSettingsBackend(store: node.kv, namespace: ns) }
+        self.settings = AgentSettings(backend: backend(Namespace.settings))
+        self.keys = CloudKeyStore(backend: backend(Namespace.secrets))
+        self.runtime = ExternalRuntimeStore(backend: backend(Namespace.device))
+        self.adverts = ExternalModelsAdvertStore(backend: backend(Namespace.device))
+        self.joined = try SQLiteJoinedHomebaseStore(database: node.database)
+        self.account = HandsetAccount(backend: backend(Namespace.account), selfKey: identity.publicKey)
+        self.guest = GuestMemberships(store: self.joined, backend: backend(Namespace.guest),
+                                      selfKey: identity.publicKey, clock: clock)
+        self.responses = InferenceResponseRouter(messenger: messenger)
+        let factory = RelayInferenceProviderFactory(
+            responses: self.responses, http: http.makers, joined: self.joined, watchdogs: options.watchdogs,
+            clock: clock, logger: logger)
+        self.router = LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime,
+                                adverts: self.adverts, joined: self.joined, factory: factory, isHomebase: false,
+                                clock: clock)
+        self.responses.setOtherMessagesHandler { [weak self] in self?.dispatch($0) }
+        self.responses.setEventsHandler { [weak self] event in
+            if case .connected(let stored) = event {
+                self?.counters.withLock { $0.storedAnnounced = stored }
+            }
+        }
+    }
+
+    /// Creates (or updates) a device's state: identity, relay URL, name; the radio is set to the floor so a
+    /// fresh device never routes to a cloud because a key was pasted (system.md).
+    @discardableResult
+    public static func initialize(directory: StateDirectory, relayURL: String, name: String) throws -> PublicKey {
+        try directory.create()
+        let fresh = !directory.exists
+        let node = try NodeState(path: directory.databasePath)
+        let key = try node.initialize(relayURL: relayURL, name: name)
+        let settings = AgentSettings(backend: SQLiteSettingsBackend(store: node.kv, namespace: Namespace.settings))
+        // Only a fresh device: re-running init must not overwrite a radio the user chose since.
+        if fresh { try settings.setModelSource(.apple) }
+        return key
+    }
+
+    /// This device's public key.
+    public var publicKey: PublicKey { self.identity.publicKey }
+
+    /// Siblings from the roster (and a Homebase being paired with), contacts from the joined store.
+    public func relation(of sender: PublicKey) -> SenderRelation {
+        SenderRelation(isSibling: self.account.relation(of: sender).isSibling,
+                       isContact: self.guest.relation(of: sender).isContact)
+    }
+
+    // MARK: Connection
+
+    /// Starts the relay link and waits at most `timeout` for the login, then at most `drain` for the stored
+    /// frames the relay announced to be handled.
+    ///
+    /// - Returns: whether the device is connected.
+    @discardableResult
+    public func connect(timeout: Duration = .seconds(5), drain: Duration = .seconds(2)) async -> Bool {
+        let start = self.counters.withLock { c -> Bool in
+            defer { c.started = true }
+            return !c.started
+        }
+        if start { self.relay?.start() }
+        guard await Self.poll(timeout, { self.messenger.isConnected }) else { return false }
+        _ = await Self.poll(drain) {
+            self.counters.withLock { $0.otherHandled >= $0.storedAnnounced }
+        }
+        return true
+    }
+
+    /// Stops the link (if it was started) and the response router.
+    public func stop() {
+        self.responses.stop()
+        let started = self.counters.withLock { $0.started }
+        if started { self.relay?.stop() }
+    }
+
+    // MARK: Adverts
+
+    /// Asks `host` for its advert (`advert.request`, live) and waits at most `timeout` for one to be stored; a
+    /// failed receipt (the host is offline) ends the wait at once.
+    ///
+    /// - Returns: whether a new advert was stored.
+    @discardableResult
+    public func refreshAdvert(from host: PublicKey, channel: Channel, timeout: Duration) async -> Bool {
+        guard self.messenger.isConnected else { return false }
+        let before = self.counters.withLock { $0.advertsStored }
+        let outcome = await self.messenger.sendAndWait(.advertRequest, to: host, channel: channel, store: false)
+        guard !outcome.isFailure else { return false }
+        return await Self.poll(timeout) { self.counters.withLock { $0.advertsStored > before } }
+    }
+
+    // MARK: Inbound dispatch
+
+    /// Every message that is not an inference answer: pairing and rosters, sibling adverts and the model
+    /// choice, and the contact channel's grants, adverts and revocations.
+    func dispatch(_ inbound: InboundMessage) {
+        var stored = false
+        switch inbound.channel {
+        case .syncDelta:
+            if !self.account.handle(inbound) {
+                switch inbound.message {
+                case .advert(let blob):
+                    stored = self.account.receiveAdvert(blob, from: inbound.sender, into: self.adverts)
+                case .modelChoice(let choice):
+                    self.account.receiveModelChoice(choice, from: inbound.sender, settings: self.settings)
+                default:
+                    break
+                }
+            }
+        case .contact:
+            stored = self.guest.handle(inbound) == .advertStored
+        case .unknown:
+            break
+        }
+        self.counters.withLock {
+            $0.otherHandled += 1
+            if stored { $0.advertsStored += 1 }
+        }
+    }
+
+    /// Polls `condition` every 10 ms until it holds or `timeout` passes.
+    static func poll(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if condition() { return true }
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+/// Lets a messenger built before its session ask that session who a sender is.
+public final class RelationBox: Sendable {
+    private let lookup = Mutex<RelationLookup?>(nil)
+    public init() {}
+    public func set(_ lookup: @escaping RelationLookup) { self.lookup.withLock { $0 = lookup } }
+    public func relation(_ key: PublicKey) -> SenderRelation { self.lookup.withLock { $0 }?(key) ?? .stranger }
+}

@@ -1,0 +1,167 @@
+import HomebaseCore
+import HomebaseNode
+
+/// `handset chat`'s options.
+public struct ChatInvocation: Sendable, Equatable {
+    public var json = false
+    public var stream = false
+    public var model: String?
+    public var toolsPath: String?
+    /// `nil`: interactive.
+    public var prompt: String?
+    public var watchdogs: InferenceClientStateMachine.Watchdogs?
+    /// Guest only: which joined host to use.
+    public var host: PublicKey?
+    public init() {}
+}
+
+/// One parsed `handset` command line (system.md's contract).
+public enum HandsetCommand: Sendable, Equatable {
+    case help
+    case initialize(relay: String, name: String?)
+    case pair(PairingCode)
+    case route(json: Bool)
+    case status(json: Bool, offline: Bool)
+    case configSource(ModelSource)
+    case configRuntime(ExternalRuntime)
+    case configModel(tag: String, host: ExternalHost)
+    case configEndpointVerify(url: String)
+    case configDeviceModel(url: String, tag: String)
+    case keyAdd(CloudProvider, key: String)
+    case keyList
+    case keyRemove(CloudProvider, index: Int)
+    case keyTest(CloudProvider)
+    case chat(ChatInvocation)
+
+    /// Help as data: every subcommand's usage and one sentence.
+    public static let commands: [CommandHelp] = [
+        CommandHelp("init --relay URL [--name NAME]", "Create this device's identity; prints its public key."),
+        CommandHelp("pair CODE", "Join the account of the Homebase that printed CODE ('homebase pair')."),
+        CommandHelp("route [--json]", "Show where the next chat would go, without touching the network."),
+        CommandHelp("status [--json] [--offline]", "Show the device, its Homebase, roster, advert and route."),
+        CommandHelp("config source apple|community|external", "Set the model-source radio."),
+        CommandHelp("config runtime ollama|openai|claude", "Set the External pane's runtime."),
+        CommandHelp("config model TAG [--host own|PUBKEY]", "Select the Ollama model (and whose Homebase)."),
+        CommandHelp("config endpoint verify URL", "Verify a local Ollama (test-before-persist) and keep it."),
+        CommandHelp("config device-model URL TAG", "Set the device model rung; syncs the choice to siblings."),
+        CommandHelp("key add openai|claude KEY", "Append a key to the provider's ring."),
+        CommandHelp("key list", "List the key rings, masked."),
+        CommandHelp("key remove openai|claude INDEX", "Remove the key at INDEX (0 is the active key)."),
+        CommandHelp("key test openai|claude", "Check the active key without spending tokens."),
+        CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [PROMPT]",
+                    "Ask; with no PROMPT, chat interactively (/quit ends)."),
+    ]
+
+    public static let helpText = CommandHelp.render(
+        tool: "handset", summary: "a phone of the Homebase's account: the LLM router with on-device fallback.",
+        commands: commands,
+        notes: ["chat --json prints {\"text\",\"route\",\"provider\",\"model\",\"fallback\"}.",
+                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs."])
+
+    static let specs: [DeviceCommandLine.Spec] = [
+        .init(["init"], values: ["relay", "name"]),
+        .init(["pair"]),
+        .init(["route"], flags: ["json"]),
+        .init(["status"], flags: ["json", "offline"]),
+        .init(["config", "source"]),
+        .init(["config", "runtime"]),
+        .init(["config", "model"], values: ["host"]),
+        .init(["config", "endpoint", "verify"]),
+        .init(["config", "device-model"]),
+        .init(["key", "add"]),
+        .init(["key", "list"]),
+        .init(["key", "remove"]),
+        .init(["key", "test"]),
+        .init(["chat"], values: ["model", "tools", "watchdog-ms"], flags: ["json", "stream"]),
+    ]
+
+    /// Parses everything after the tool name. `--state` is returned apart.
+    ///
+    /// - Throws: `UsageError` (exit 64) naming what is wrong.
+    public static func parse(_ argv: [String], environment: [String: String] = [:]) throws(UsageError)
+        -> (state: String?, command: HandsetCommand)
+    {
+        let (state, help, rest) = try DeviceCommandLine.globals(argv)
+        if help || rest.isEmpty || rest == ["help"] { return (state, .help) }
+        let (spec, a) = try DeviceCommandLine.match(rest, Self.specs)
+        let command: HandsetCommand
+        switch spec.words {
+        case ["init"]:
+            try a.expectPositionals(atMost: 0)
+            command = .initialize(relay: try DeviceCommandLine.relayURL(a.value("relay")), name: a.value("name"))
+        case ["pair"]:
+            try a.expectPositionals(atMost: 1)
+            let text = try a.positional(0, "pairing CODE")
+            do { command = .pair(try PairingCode.parse(text)) } catch { throw UsageError("\(error)") }
+        case ["route"]:
+            try a.expectPositionals(atMost: 0)
+            command = .route(json: a.flag("json"))
+        case ["status"]:
+            try a.expectPositionals(atMost: 0)
+            command = .status(json: a.flag("json"), offline: a.flag("offline"))
+        case ["config", "source"]:
+            try a.expectPositionals(atMost: 1)
+            let text = try a.positional(0, "source (apple, community or external)")
+            guard let source = ModelSource(rawValue: text), source != .legacyOpenAI else {
+                throw UsageError("unknown source '\(text)'; use apple, community or external")
+            }
+            command = .configSource(source)
+        case ["config", "runtime"]:
+            try a.expectPositionals(atMost: 1)
+            let text = try a.positional(0, "runtime (ollama, openai or claude)")
+            guard let runtime = ExternalRuntime(rawValue: text) else {
+                throw UsageError("unknown runtime '\(text)'; use ollama, openai or claude")
+            }
+            command = .configRuntime(runtime)
+        case ["config", "model"]:
+            try a.expectPositionals(atMost: 1)
+            let tag = try a.positional(0, "model TAG")
+            var host = ExternalHost.own
+            if let h = a.value("host"), h != "own" {
+                host = .joined(try DeviceCommandLine.publicKey(h, "--host"))
+            }
+            command = .configModel(tag: tag, host: host)
+        case ["config", "endpoint", "verify"]:
+            try a.expectPositionals(atMost: 1)
+            command = .configEndpointVerify(url: try DeviceCommandLine.httpURL(try a.positional(0, "endpoint URL")))
+        case ["config", "device-model"]:
+            try a.expectPositionals(atMost: 2)
+            let url = try DeviceCommandLine.httpURL(try a.positional(0, "device runtime URL"))
+            command = .configDeviceModel(url: url, tag: try a.positional(1, "model TAG"))
+        case ["key", "add"]:
+            try a.expectPositionals(atMost: 2)
+            let provider = try DeviceCommandLine.cloud(try a.positional(0, "provider (openai or claude)"))
+            command = .keyAdd(provider, key: try a.positional(1, "KEY"))
+        case ["key", "list"]:
+            try a.expectPositionals(atMost: 0)
+            command = .keyList
+        case ["key", "remove"]:
+            try a.expectPositionals(atMost: 2)
+            let provider = try DeviceCommandLine.cloud(try a.positional(0, "provider (openai or claude)"))
+            let text = try a.positional(1, "INDEX")
+            guard let index = Int(text), index >= 0 else { throw UsageError("INDEX must be 0 or more, not '\(text)'") }
+            command = .keyRemove(provider, index: index)
+        case ["key", "test"]:
+            try a.expectPositionals(atMost: 1)
+            command = .keyTest(try DeviceCommandLine.cloud(try a.positional(0, "provider (openai or claude)")))
+        default:  // ["chat"]
+            command = .chat(try Self.chat(a, environment: environment))
+        }
+        return (state, command)
+    }
+
+    /// `chat`'s options; the words after the options are the prompt (joined by spaces).
+    static func chat(_ a: Arguments, environment: [String: String]) throws(UsageError) -> ChatInvocation {
+        var c = ChatInvocation()
+        c.json = a.flag("json")
+        c.stream = a.flag("stream")
+        c.model = a.value("model")
+        c.toolsPath = a.value("tools")
+        c.prompt = a.positionals.isEmpty ? nil : a.positionals.joined(separator: " ")
+        if let w = a.value("watchdog-ms") ?? environment["HOMEBASE_WATCHDOG_MS"] {
+            c.watchdogs = try DeviceCommandLine.watchdogs(w)
+        }
+        if c.json && c.prompt == nil { throw UsageError("chat --json needs a PROMPT") }
+        return c
+    }
+}

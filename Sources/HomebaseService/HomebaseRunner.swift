@@ -1,0 +1,97 @@
+import Foundation
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+import HomebaseStore
+import HomebaseTransport
+
+/// `homebase run`: builds the daemon from the state database and runs it until stopped.
+///
+/// It owns the tasks: the relay messenger, the runtime monitor (test-before-persist, periodic re-verification),
+/// the daemon, and a reporter that writes `DaemonStatus` for the CLI subcommands every 2 s and on change.
+public final class HomebaseRunner: Sendable {
+    public struct Options: Sendable {
+        /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; seed 000 §4).
+        public var makeEngine: @Sendable (_ ollamaURL: String) -> any ChatEngine
+        public var relayOptions = RelayLink.Options()
+        public var daemon = HomebaseDaemon.Configuration()
+        public var monitor = RuntimeMonitor.Configuration()
+        public init(makeEngine: @escaping @Sendable (_ ollamaURL: String) -> any ChatEngine) {
+            self.makeEngine = makeEngine
+        }
+    }
+
+    private let state: HomebaseState
+    private let options: Options
+    private let logger: Logger
+    private let stopSignal = AsyncStream<Void>.makeStream()
+
+    public init(state: HomebaseState, options: Options, logger: Logger) {
+        self.state = state
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Asks `run()` to return. Thread-safe.
+    public func stop() { self.stopSignal.continuation.finish() }
+
+    /// Runs until `stop()`.
+    public func run() async throws {
+        guard try self.state.isInitialized else { throw CLIError("not initialised; run 'homebase init --relay URL'") }
+        let settings = try self.state.settings()
+        let identity = try self.state.deviceKey()
+        let directory = PeerDirectory(selfKey: identity.publicKey, roster: try self.state.currentRoster())
+        let seen = try SeenMessageStore(database: self.state.database)
+        var relayOptions = self.options.relayOptions
+        if relayOptions.accessToken == nil { relayOptions.accessToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"] }
+        let messenger = RelayMessenger(url: settings.relayURL, key: identity, seen: seen,
+                                       relation: directory.relationLookup, options: relayOptions,
+                                       logger: self.logger.with("component", "relay"))
+        let http = HTTPClient()
+        let state = self.state
+        var monitorConfiguration = self.options.monitor
+        monitorConfiguration.pinnedModels = settings.pinnedModels
+        let verified = state.verifiedEndpoint() == settings.ollamaURL
+        let monitor = RuntimeMonitor(
+            endpoint: settings.ollamaURL, verified: verified, configuration: monitorConfiguration, http: http,
+            logger: self.logger.with("component", "runtime")
+        ) { status in
+            try state.setVerifiedEndpoint(status.endpoint ?? settings.ollamaURL)
+        }
+        let daemon = HomebaseDaemon(
+            state: self.state, identity: identity, directory: directory, messenger: messenger, runtime: monitor,
+            engine: self.options.makeEngine(settings.ollamaURL), configuration: self.options.daemon,
+            logger: self.logger)
+        messenger.start()
+        self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
+                                                          "relay": settings.relayURL, "ollama": settings.ollamaURL])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await monitor.run() }
+            group.addTask { await daemon.run() }
+            group.addTask { await self.report(messenger: messenger, monitor: monitor, relayURL: settings.relayURL) }
+            group.addTask { [stopSignal] in
+                for await _ in stopSignal.stream {}
+            }
+            // The stop signal ends first; then everything else is cancelled.
+            _ = await group.next()
+            await daemon.stop()
+            group.cancelAll()
+        }
+        messenger.stop()
+        try? self.state.setDaemonStatus(DaemonStatus(pid: 0, updatedAtMs: 0, relayURL: settings.relayURL,
+                                                     relayConnected: false, runtime: monitor.current))
+        self.logger.notice("Homebase stopped")
+    }
+
+    private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String) async {
+        let pid = ProcessInfo.processInfo.processIdentifier
+        while !Task.isCancelled {
+            let status = DaemonStatus(pid: pid, updatedAtMs: Posix.wallClockMs, relayURL: relayURL,
+                                      relayConnected: messenger.isConnected, runtime: monitor.current)
+            do { try self.state.setDaemonStatus(status) } catch {
+                self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: .seconds(2))
+        }
+    }
+}

@@ -1,0 +1,222 @@
+import HomebaseCore
+import HomebaseTransport
+import Synchronization
+
+/// Watches the Homebase's Ollama and reports its status (`RuntimeStatusSource`) to adverts and the inference
+/// server.
+///
+/// Configuration and availability are separate facts (seed 000 §4). An endpoint that is not yet verified is
+/// run through test-before-persist (`OllamaRuntimeVerifier`) at each probe until it passes; then `persistVerified`
+/// stores it, and from there on probes are cheap (version, tags, ps — no completion). A failed probe marks the
+/// runtime unavailable, which advertises no models, but never forgets the endpoint: when Ollama comes back
+/// the next probe finds it.
+///
+/// Probes run every `probeInterval`, soon after `reverifySoon()`, and with exponential backoff while they
+/// fail (`RuntimeProbeSchedule`). Pinned models are kept warm: after each successful probe, a pinned model
+/// that is installed, can complete and is not loaded gets a keep-alive load, because a cold load can take
+/// longer than a requester's 90 s first-output watchdog.
+public final class RuntimeMonitor: RuntimeStatusSource {
+    public struct Configuration: Sendable {
+        /// Between probes while the runtime answers.
+        public var probeInterval: Duration = .seconds(30)
+        /// From `reverifySoon()` to the probe; requests in between share it.
+        public var reverifyDelay: Duration = .milliseconds(500)
+        /// The first retry after a failed probe; doubled after each further failure…
+        public var firstRetryDelay: Duration = .seconds(1)
+        /// …up to this.
+        public var maxRetryDelay: Duration = .seconds(60)
+        /// Models to keep loaded (`HomebaseSettings.pinnedModels`); a name without a tag means `:latest`.
+        public var pinnedModels: [String] = []
+        /// `keep_alive` of the warming request: longer than the probe interval, so a pinned model never
+        /// expires between two probes.
+        public var pinnedKeepAlive = "30m"
+        public var client = OllamaManagementClient.Configuration()
+
+        public init() {}
+    }
+
+    private struct State {
+        var status: RuntimeStatus
+        var verified: Bool
+        var schedule: RuntimeProbeSchedule
+        var showCache = RuntimeProbe.ShowCache()
+        /// Keep-alive loads in flight, by model: one at a time per model.
+        var warming: [String: Task<Void, Never>] = [:]
+    }
+
+    public let endpoint: String
+    public let configuration: Configuration
+    public let changes: AsyncStream<RuntimeStatus>
+    private let continuation: AsyncStream<RuntimeStatus>.Continuation
+    private let client: OllamaManagementClient
+    private let verifier: OllamaRuntimeVerifier
+    private let clock: ServiceClock
+    private let logger: Logger
+    private let persistVerified: @Sendable (RuntimeStatus) async throws -> Void
+    private let state: Mutex<State>
+    private let wakeup = Wakeup()
+
+    /// - Parameters:
+    ///   - endpoint: the configured Ollama URL (`HomebaseSettings.ollamaURL`).
+    ///   - verified: whether `endpoint` already passed test-before-persist (the caller stored that fact).
+    ///   - persistVerified: stores a newly verified endpoint; called once, with the status that passed. If it
+    ///     throws, the endpoint stays unverified and is verified again at the next probe.
+    public init(endpoint: String, verified: Bool, configuration: Configuration = Configuration(), http: HTTPClient,
+                clock: ServiceClock = .system, logger: Logger = .discard(),
+                persistVerified: @escaping @Sendable (RuntimeStatus) async throws -> Void) {
+        self.client = OllamaManagementClient(endpoint: endpoint, http: http, configuration: configuration.client)
+        self.endpoint = self.client.endpoint
+        self.configuration = configuration
+        self.verifier = OllamaRuntimeVerifier(http: http, clientConfiguration: configuration.client, clock: clock)
+        self.clock = clock
+        self.logger = logger
+        self.persistVerified = persistVerified
+        // Newest statuses win if the one consumer falls behind: each carries the whole truth.
+        (self.changes, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let initial = RuntimeStatus(endpoint: verified ? self.client.endpoint : nil, verified: verified,
+                                    available: false, version: nil, models: [], checkedAtMs: 0)
+        let schedule = RuntimeProbeSchedule(
+            probeInterval: configuration.probeInterval, reverifyDelay: configuration.reverifyDelay,
+            firstRetryDelay: configuration.firstRetryDelay, maxRetryDelay: configuration.maxRetryDelay)
+        self.state = Mutex(State(status: initial, verified: verified, schedule: schedule))
+    }
+
+    deinit {
+        self.continuation.finish()
+    }
+
+    public var current: RuntimeStatus { self.state.withLock { $0.status } }
+
+    public func reverifySoon() {
+        let now = self.clock.monotonicMs()
+        self.state.withLock { $0.schedule.reverifyRequested(atMs: now) }
+        self.wakeup.signal()
+    }
+
+    /// Probes until the task is cancelled: the first probe at once, then as the schedule says. Keep-alive
+    /// loads still in flight are cancelled on return.
+    public func run() async {
+        defer {
+            let warming = self.state.withLock { s -> [Task<Void, Never>] in
+                defer { s.warming = [:] }
+                return Array(s.warming.values)
+            }
+            warming.forEach { $0.cancel() }
+        }
+        while !Task.isCancelled {
+            let now = self.clock.monotonicMs()
+            let due = self.state.withLock { $0.schedule.nextProbeAtMs }
+            if now < due {
+                await self.sleep(ms: due - now)
+                continue
+            }
+            self.state.withLock { $0.schedule.probeStarted() }
+            let succeeded = await self.probe()
+            guard !Task.isCancelled else { break }
+            let finishedAt = self.clock.monotonicMs()
+            self.state.withLock { $0.schedule.probeFinished(succeeded: succeeded, atMs: finishedAt) }
+        }
+    }
+
+    /// Sleeps `ms`, or less when `reverifySoon()` wakes the loop (which then recomputes the due time).
+    private func sleep(ms: UInt64) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await self.clock.sleep(.milliseconds(ms)) }
+            group.addTask { await self.wakeup.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// One probe (a verification while unverified); publishes the result. Returns whether it succeeded.
+    private func probe() async -> Bool {
+        let (verified, cache) = self.state.withLock { ($0.verified, $0.showCache) }
+        let status: RuntimeStatus
+        if verified {
+            var cache = cache
+            do {
+                let snapshot = try await RuntimeProbe(client: self.client).snapshot(cache: &cache)
+                status = RuntimeStatus(endpoint: self.endpoint, verified: true, available: true,
+                                       version: snapshot.version, models: snapshot.models,
+                                       checkedAtMs: self.clock.nowMs())
+                self.state.withLock { $0.showCache = cache }
+            } catch {
+                if Task.isCancelled { return false }
+                status = RuntimeStatus(endpoint: self.endpoint, verified: true, available: false, version: nil,
+                                       models: [], checkedAtMs: self.clock.nowMs(), lastError: "\(error)")
+            }
+        } else {
+            status = await self.verify()
+        }
+        if Task.isCancelled { return false }
+        self.publish(status)
+        if status.available { self.warmPinnedModels(status) }
+        return status.available
+    }
+
+    /// Test-before-persist, then the caller's store. The endpoint counts as verified only once stored.
+    private func verify() async -> RuntimeStatus {
+        let unverified = { (error: String) in
+            RuntimeStatus(endpoint: nil, verified: false, available: false, version: nil, models: [],
+                          checkedAtMs: self.clock.nowMs(), lastError: error)
+        }
+        let status: RuntimeStatus
+        do {
+            status = try await self.verifier.verify(endpoint: self.endpoint)
+        } catch {
+            return unverified("\(error)")
+        }
+        do {
+            try await self.persistVerified(status)
+        } catch {
+            return unverified("could not store the verified endpoint: \(error)")
+        }
+        self.state.withLock { $0.verified = true }
+        self.logger.info("Runtime verified", metadata: ["runtime.endpoint": self.endpoint,
+                                                        "runtime.version": status.version ?? ""])
+        return status
+    }
+
+    /// Stores `status` as current and yields it when something a consumer acts on changed (not merely the
+    /// probe time or the wording of an error).
+    private func publish(_ status: RuntimeStatus) {
+        let changed = self.state.withLock { s -> Bool in
+            let old = s.status
+            s.status = status
+            return old.endpoint != status.endpoint || old.verified != status.verified
+                || old.available != status.available || old.version != status.version || old.models != status.models
+        }
+        guard changed else { return }
+        self.logger.debug("Runtime status changed", metadata: [
+            "runtime.available": "\(status.available)", "runtime.models": "\(status.models.count)",
+        ])
+        self.continuation.yield(status)
+    }
+
+    /// Starts a keep-alive load for each pinned model that is installed, can complete, is not loaded and is
+    /// not already being loaded. A finished load asks for a probe, so the loaded flag shows soon.
+    private func warmPinnedModels(_ status: RuntimeStatus) {
+        let pinned = Set(self.configuration.pinnedModels.map(RuntimeProbe.normalized))
+        guard !pinned.isEmpty else { return }
+        let cold = status.models.filter {
+            pinned.contains(RuntimeProbe.normalized($0.tag)) && $0.canComplete && !$0.loaded
+        }
+        for model in cold {
+            self.state.withLock { s in
+                guard s.warming[model.tag] == nil else { return }
+                s.warming[model.tag] = Task { await self.warm(model.tag) }
+            }
+        }
+    }
+
+    private func warm(_ tag: String) async {
+        defer { self.state.withLock { _ = $0.warming.removeValue(forKey: tag) } }
+        do {
+            try await self.client.keepAlive(tag, duration: self.configuration.pinnedKeepAlive)
+            self.logger.debug("Pinned model loaded", metadata: ["runtime.model": tag])
+            self.reverifySoon()
+        } catch {
+            self.logger.debug("Pinned model did not load", metadata: ["runtime.model": tag, "error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import HomebaseCore
+
+/// One look at a runtime: its version, installed models with their capabilities and context length, and which
+/// are loaded. The verifier and the monitor share it.
+struct RuntimeProbe: Sendable {
+    /// What a probe found. `sizes` (bytes on disk, by tag) lets the verifier pick the cheapest trial model.
+    struct Snapshot: Sendable, Equatable {
+        var version: String
+        var models: [RuntimeModelInfo]
+        var sizes: [String: Int64]
+    }
+
+    /// `/api/show` answers by model name, valid while the digest stays the same. A probe every 30 s would
+    /// otherwise ask `show` for every model every time, though a model's capabilities never change in place.
+    struct ShowCache: Sendable {
+        var entries: [String: (digest: String, info: OllamaModelInfo)] = [:]
+    }
+
+    let client: OllamaManagementClient
+
+    /// Version, tags, show for each model not cached, then ps. A model that disappears between `tags` and
+    /// `show` (404) is left out: it was deleted meanwhile. Every other failure fails the probe.
+    func snapshot(cache: inout ShowCache) async throws -> Snapshot {
+        let version = try await self.client.version()
+        let installed = try await self.client.tags()
+        var models: [RuntimeModelInfo] = []
+        var sizes: [String: Int64] = [:]
+        var fresh = ShowCache()
+        for model in installed {
+            let info: OllamaModelInfo
+            if let cached = cache.entries[model.name], cached.digest == model.digest, !model.digest.isEmpty {
+                info = cached.info
+            } else {
+                do {
+                    info = try await self.client.show(model.name)
+                } catch OllamaError.http(status: 404, _) {
+                    continue
+                }
+            }
+            fresh.entries[model.name] = (model.digest, info)
+            sizes[model.name] = model.size
+            models.append(RuntimeModelInfo(
+                tag: model.name, family: model.family, parameterSize: model.parameterSize,
+                quantization: model.quantization, capabilities: info.capabilities,
+                contextLength: info.contextLength, loaded: false))
+        }
+        cache = fresh
+        let loaded = try await self.loadedNames()
+        for index in models.indices {
+            models[index].loaded = loaded.contains(Self.normalized(models[index].tag))
+        }
+        return Snapshot(version: version, models: models, sizes: sizes)
+    }
+
+    /// Names `/api/ps` lists, normalised (`:latest` added) so they compare with tags.
+    func loadedNames() async throws -> Set<String> {
+        Set(try await self.client.ps().map { Self.normalized($0.name) })
+    }
+
+    /// A model name as Ollama stores it: `:latest` added when the name has no tag.
+    static func normalized(_ name: String) -> String {
+        let lastSegment = name.split(separator: "/").last.map(String.init) ?? name
+        return lastSegment.contains(":") ? name : name + ":latest"
+    }
+}

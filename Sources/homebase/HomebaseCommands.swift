@@ -1,0 +1,125 @@
+import Foundation
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+import HomebaseService
+import HomebaseTransport
+
+/// The subcommands of `homebase` other than `init`, on an opened state database.
+struct HomebaseCommands {
+    let state: HomebaseState
+    let args: Arguments
+    let logger: Logger
+
+    func run() async throws {
+        let options = HomebaseRunner.Options { ollamaURL in
+            OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
+                             maxTokensField: .maxTokens)
+        }
+        let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
+        let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }
+        try await runner.run()
+        withExtendedLifetime(watcher) {}
+    }
+
+    func status() throws {
+        let settings = try self.state.settings()
+        let pk = try self.state.deviceKey().publicKey
+        let now = Posix.wallClockMs
+        let daemon = self.state.daemonStatus().flatMap { $0.isFresh(nowMs: now) ? $0 : nil }
+        let roster = try self.state.currentRoster()
+        let siblings = roster?.payload.devices.filter { $0.pk != pk.hex } ?? []
+        if self.args.flag("json") {
+            var o: [String: Any] = [
+                "device": pk.hex, "relay": settings.relayURL, "daemon_running": daemon != nil,
+                "relay_connected": daemon?.relayConnected ?? false, "ollama": settings.ollamaURL,
+                "runtime": [
+                    "verified": self.state.verifiedEndpoint() == settings.ollamaURL,
+                    "available": daemon?.runtimeAvailable ?? false,
+                    "version": daemon?.runtimeVersion as Any,
+                    "error": daemon?.runtimeError as Any,
+                ] as [String: Any],
+                "siblings": siblings.map { ["pk": $0.pk, "name": $0.name, "role": $0.role] },
+            ]
+            o["models"] = (daemon?.models ?? []).map(Self.modelJSON)
+            CLI.printJSON(o)
+            return
+        }
+        print("device   \(pk.hex)")
+        print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running)" : daemon!.relayConnected ? "connected" : "not connected")")
+        let verified = self.state.verifiedEndpoint() == settings.ollamaURL
+        if let d = daemon {
+            print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "ollama \($0)" } ?? "")")
+            if let e = d.runtimeError, !d.runtimeAvailable { print("         \(e)") }
+            print("models   \(d.models.isEmpty ? "(none)" : "")")
+            for m in d.models { print("  \(m.tag)\(m.loaded ? "  (loaded)" : "")  \(m.capabilities.joined(separator: ","))") }
+        } else {
+            print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  (start 'homebase run' for live status)")
+        }
+        print("siblings \(siblings.isEmpty ? "(none; pair a handset with 'homebase pair')" : "")")
+        for s in siblings { print("  \(s.pk.prefix(16))…  \(s.name)  \(s.role)") }
+    }
+
+    func models() async throws {
+        let now = Posix.wallClockMs
+        var models: [DaemonStatus.Model]
+        if let d = self.state.daemonStatus(), d.isFresh(nowMs: now) {
+            models = d.models
+        } else {
+            // No daemon: ask Ollama directly, so the command works either way.
+            let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
+            let loaded = Set((try? await client.ps())?.map(\.name) ?? [])
+            models = []
+            for m in try await client.tags() {
+                let info = try? await client.show(m.name)
+                models.append(DaemonStatus.Model(
+                    tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
+                    capabilities: info?.capabilities ?? [], contextLength: info?.contextLength,
+                    loaded: loaded.contains(m.name)))
+            }
+        }
+        if self.args.flag("json") {
+            CLI.printJSON(models.map(Self.modelJSON))
+        } else if models.isEmpty {
+            print("no models installed; try 'homebase pull qwen2.5:7b'")
+        } else {
+            for m in models {
+                print("\(m.tag)  \(m.parameterSize) \(m.quantization)  \(m.capabilities.joined(separator: ","))\(m.loaded ? "  loaded" : "")")
+            }
+        }
+    }
+
+    static func modelJSON(_ m: DaemonStatus.Model) -> [String: Any] {
+        ["tag": m.tag, "family": m.family, "parameter_size": m.parameterSize, "quantization": m.quantization,
+         "capabilities": m.capabilities, "context_length": m.contextLength as Any, "loaded": m.loaded]
+    }
+
+    func pull(_ model: String) async throws {
+        let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
+        var renderer = PullProgressRenderer(model: model)
+        let tty = isatty(STDOUT_FILENO) != 0
+        var lastPrint: UInt64 = 0
+        do {
+            for try await p in client.pull(model) {
+                let now = Posix.monotonicMs
+                renderer.update(p, atMs: now)
+                if tty, now >= lastPrint + 100 {
+                    lastPrint = now
+                    FileHandle.standardOutput.write(Data(renderer.rewrite(renderer.line).utf8))
+                } else if !tty, now >= lastPrint + 2_000 {
+                    lastPrint = now
+                    print(renderer.line)
+                }
+            }
+        } catch {
+            if tty { print() }
+            throw CLIError(PullProgressRenderer.failureLine(error))
+        }
+        if tty { FileHandle.standardOutput.write(Data(renderer.rewrite("").utf8)) }
+        print(renderer.successLine(atMs: Posix.monotonicMs))
+    }
+
+    func grant(_ guest: String) throws { throw CLIError("grants arrive with the contact channel") }
+    func revoke(_ guest: String) throws { throw CLIError("grants arrive with the contact channel") }
+    func guests() throws { throw CLIError("grants arrive with the contact channel") }
+}

@@ -1,6 +1,0 @@
-import Testing
-@testable import HomebaseNode
-
-@Suite struct HomebaseNodePlaceholder {
-    @Test func moduleLoads() {}
-}

@@ -1,0 +1,170 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseStore
+import HomebaseTransport
+import Testing
+@testable import HomebaseNode
+@testable import RelayService
+
+/// An in-process relay on port 0.
+final class LocalRelay: @unchecked Sendable {
+    let server: RelayServer
+    let dir: String
+    private let done = DispatchSemaphore(value: 0)
+
+    init() throws {
+        self.dir = FileManager.default.temporaryDirectory.appendingPathComponent("node-relay-\(UUID().uuidString)").path
+        var c = RelayConfiguration()
+        c.listenHost = "127.0.0.1"
+        c.listenPort = 0
+        c.dataDirectory = self.dir
+        c.durability = "normal"
+        let server = try RelayServer(configuration: c, logger: .discard())
+        self.server = server
+        let done = self.done
+        Thread { server.run(); done.signal() }.start()
+    }
+
+    var url: String { "ws://127.0.0.1:\(self.server.port)/v1/relay" }
+
+    func stop() {
+        self.server.shutdown()
+        self.done.wait()
+        try? FileManager.default.removeItem(atPath: self.dir)
+    }
+}
+
+/// A messenger with its own in-memory replay store, started and connected.
+func connectedMessenger(_ relay: LocalRelay, key: SigningSecretKey = .generate(),
+                        relation: @escaping RelationLookup = { _ in .sibling }) async throws -> RelayMessenger {
+    let db = try Database(path: ":memory:")
+    let m = RelayMessenger(url: relay.url, key: key, seen: try SeenMessageStore(database: db), relation: relation,
+                           logger: .discard())
+    m.start()
+    var it = m.events.makeAsyncIterator()
+    guard case .connected = await it.next() else { throw MessengerTestError("did not connect") }
+    return m
+}
+
+struct MessengerTestError: Error { let s: String; init(_ s: String) { self.s = s } }
+
+func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> InboundMessage? {
+    await withTaskGroup(of: InboundMessage?.self) { g in
+        g.addTask {
+            var it = m.inbound.makeAsyncIterator()
+            return await it.next()
+        }
+        g.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await g.next()!
+        g.cancelAll()
+        return first
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RelayMessengerTests {
+    @Test func sealedMessagesFlowBothWaysWithReceipts() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta, store: false)
+        #expect(outcome == .receipt(.delivered))
+        let got = try #require(await nextInbound(b))
+        #expect(got.sender == a.publicKey && got.channel == .syncDelta && got.message == .inferCancel(id: "x1"))
+    }
+
+    @Test func offlinePeerGivesReceipt2AtOnce() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        defer { a.stop() }
+        let start = ContinuousClock.now
+        let outcome = await a.sendAndWait(.advertRequest, to: SigningSecretKey.generate().publicKey,
+                                          channel: .syncDelta, store: false)
+        #expect(outcome == .receipt(.recipientOffline))
+        #expect(ContinuousClock.now - start < .seconds(1))
+    }
+
+    @Test func storedMessageArrivesWhenThePeerConnects() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        defer { a.stop() }
+        let bKey = SigningSecretKey.generate()
+        let outcome = await a.sendAndWait(.contactJoin(name: "Sam"), to: bKey.publicKey, channel: .contact, store: true)
+        #expect(outcome == .receipt(.stored))
+        let b = try await connectedMessenger(relay, key: bKey, relation: { _ in .stranger })
+        defer { b.stop() }
+        let got = try #require(await nextInbound(b))
+        #expect(got.message == .contactJoin(name: "Sam"))
+    }
+
+    @Test func strangersAreDroppedExceptForTheirOneMessage() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay, relation: { _ in .stranger })
+        defer { a.stop(); b.stop() }
+        _ = await a.sendAndWait(.advertRequest, to: b.publicKey, channel: .syncDelta, store: false)
+        _ = await a.sendAndWait(.pairRequest(secret: "s", name: "n"), to: b.publicKey, channel: .syncDelta, store: false)
+        let got = try #require(await nextInbound(b))
+        #expect(got.message == .pairRequest(secret: "s", name: "n"))
+        #expect(b.dropCounts["not_entitled"] == 1)
+    }
+
+    @Test func replayedEnvelopeIsDroppedOnce() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let sealed = try #require(a.seal(.inferCancel(id: "r"), to: b.publicKey, channel: .syncDelta))
+        b.open(sealed[...], from: a.publicKey)
+        b.open(sealed[...], from: a.publicKey)
+        #expect(await nextInbound(b)?.message == .inferCancel(id: "r"))
+        #expect(b.dropCounts["replay"] == 1)
+        // A forged sender (the relay reports someone else) is dropped too.
+        b.open(sealed[...], from: SigningSecretKey.generate().publicKey)
+        #expect(b.dropCounts["sender_mismatch"] == 1)
+        // A flipped ciphertext byte does not open.
+        var tampered = sealed
+        tampered[tampered.count - 1] ^= 1
+        b.open(tampered[...], from: a.publicKey)
+        #expect(b.dropCounts["open_failed"] == 1)
+    }
+
+    @Test func relayRestartIsSurvivedWithReconnect() async throws {
+        let relay = try LocalRelay()
+        let port = relay.server.port
+        let bKey = SigningSecretKey.generate()
+        let a = try await connectedMessenger(relay)
+        defer { a.stop() }
+        var events = a.events.makeAsyncIterator()
+        relay.server.shutdown()
+        guard case .disconnected(let code) = await events.next() else { Issue.record("no disconnect"); return }
+        #expect(code == 1012)
+        // A new relay on the same port; the messenger reconnects on its own (1012: at once, with jitter).
+        var c = RelayConfiguration()
+        c.listenHost = "127.0.0.1"
+        c.listenPort = port
+        c.dataDirectory = relay.dir
+        c.durability = "normal"
+        try await Task.sleep(for: .milliseconds(300))
+        let second = try RelayServer(configuration: c, logger: .discard())
+        let done = DispatchSemaphore(value: 0)
+        Thread { second.run(); done.signal() }.start()
+        defer { second.shutdown(); done.wait() }
+        var reconnected = false
+        while let e = await events.next() {
+            if case .connected = e { reconnected = true; break }
+        }
+        #expect(reconnected)
+        let outcome = await a.sendAndWait(.advertRequest, to: bKey.publicKey, channel: .syncDelta, store: true)
+        #expect(outcome == .receipt(.stored))
+    }
+}

@@ -1,0 +1,147 @@
+import HomebaseCore
+import Testing
+
+@testable import HomebaseRouter
+
+/// The Chat Completions chunk decoder on hand-written events (reference/model-apis.md §2, §4).
+@Suite struct OpenAIStreamDecoderTests {
+    /// Feeds `data` lines as SSE events; returns every event, or the error.
+    func run(_ datas: [String], end: Bool = true) -> Result<[ChatEngineEvent], ChatEngineError> {
+        var decoder = OpenAIStreamDecoder()
+        var out: [ChatEngineEvent] = []
+        do throws(ChatEngineError) {
+            for data in datas {
+                out += try decoder.decode(SSEEvent(event: nil, data: data))
+                if decoder.isComplete { return .success(out) }
+            }
+            if end { out += try decoder.endOfStream() }
+            return .success(out)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static let head = #""id":"chatcmpl-42","object":"chat.completion.chunk","created":1722000000,"model":"m""#
+
+    @Test func currentShapeWithSeparateFinishAndUsageChunk() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}],"usage":null,"obfuscation":"nqlUcq"}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}],"usage":null}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+            #"{\#(Self.head),"choices":[],"usage":{"prompt_tokens":26,"completion_tokens":2,"total_tokens":28}}"#,
+            "[DONE]",
+        ])
+        #expect(result == .success([.text("Hel"), .text("lo"),
+                                    .finished(.stop, Usage(promptTokens: 26, completionTokens: 2))]))
+    }
+
+    @Test func legacyShapeWithRoleInEveryDeltaAndFinishOnLastContentChunk() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":" there"},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ])
+        #expect(result == .success([.text("Hi"), .text(" there"), .finished(.length, nil)]))
+    }
+
+    @Test func fragmentedToolCallDeltasAreJoinedByIndex() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_def","type":"function","function":{"name":"get_time","arguments":"{}"}}]},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"ci"}}]},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ty\":\"Paris\"}"}}]},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ])
+        #expect(result == .success([
+            .toolCall(ToolCall(id: "call_abc", name: "get_weather", arguments: RawJSON(#"{"city":"Paris"}"#))),
+            .toolCall(ToolCall(id: "call_def", name: "get_time", arguments: RawJSON("{}"))),
+            .finished(.toolCalls, nil),
+        ]))
+    }
+
+    @Test func ollamaWholeToolCallInOneChunkWithStopBecomesToolCalls() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_k3x9a0b2","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Tokyo\"}"}}]},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        #expect(result == .success([
+            .toolCall(ToolCall(id: "call_k3x9a0b2", name: "get_weather", arguments: RawJSON(#"{"city":"Tokyo"}"#))),
+            .finished(.toolCalls, nil),
+        ]))
+    }
+
+    @Test func finishReasonsMap() {
+        #expect(OpenAIStreamDecoder.reason("stop") == .stop)
+        #expect(OpenAIStreamDecoder.reason("length") == .length)
+        #expect(OpenAIStreamDecoder.reason("tool_calls") == .toolCalls)
+        #expect(OpenAIStreamDecoder.reason("function_call") == .toolCalls)
+        #expect(OpenAIStreamDecoder.reason("content_filter") == .stop)
+    }
+
+    @Test func errorChunkAfterTheStatusIsMidStream() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
+            #"{"error":{"message":"llama runner process has terminated","type":"api_error"}}"#,
+        ])
+        #expect(result == .failure(.midStream("llama runner process has terminated")))
+        #expect(self.run([#"{"error":"boom"}"#]) == .failure(.midStream("boom")))
+    }
+
+    @Test func endWithoutDoneOrFinishIsMidStream() {
+        let result = self.run([#"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#])
+        #expect(result == .failure(.midStream("stream ended early")))
+        #expect(self.run([]) == .failure(.midStream("stream ended early")))
+    }
+
+    @Test func endAfterFinishWithoutDoneIsAccepted() {
+        let result = self.run([#"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#])
+        #expect(result == .success([.text("a"), .finished(.stop, nil)]))
+    }
+
+    @Test func hostileChunksAreMalformedNotCrashes() {
+        let hostile = [
+            #"{"id":"x","choices":[{"index":0,"delta":{"content":"#,  // truncated JSON
+            "not json at all",
+            "[1,2,3]",
+            #"{"choices":"nope"}"#,
+            #"{"choices":[42]}"#,
+            #"{"choices":[{"index":0,"delta":{"content":7}}]}"#,
+            #"{"choices":[{"index":0,"delta":"x"}]}"#,
+            #"{"choices":[{"index":0,"delta":{"tool_calls":{"index":0}}}]}"#,
+            #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"zero"}]}}]}"#,
+            #"{"choices":[],"usage":{"prompt_tokens":"many"}}"#,
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":3}]}"#,
+        ]
+        for data in hostile {
+            guard case .failure(.malformed) = self.run([data]) else {
+                Issue.record("not malformed: \(data)")
+                continue
+            }
+        }
+    }
+
+    @Test func toolCallWithInvalidArgumentsOrNoNameIsMalformed() {
+        let badArguments = self.run([
+            #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ])
+        #expect(badArguments == .failure(.malformed("tool call f arguments are not a JSON object")))
+        let noName = self.run([
+            #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ])
+        #expect(noName == .failure(.malformed("tool call 0 has no name")))
+    }
+
+    @Test func otherChoicesAndUnknownFieldsAreIgnored() {
+        let result = self.run([
+            #"{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":"mine","weird":[1]}}],"x":{}}"#,
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        #expect(result == .success([.text("mine"), .finished(.stop, nil)]))
+    }
+}
