@@ -58,10 +58,11 @@ public final class HomebaseRunner: Sendable {
         ) { status in
             try state.setVerifiedEndpoint(status.endpoint ?? settings.ollamaURL)
         }
+        let guests = try GuestRegistry(state: self.state)
         let daemon = HomebaseDaemon(
             state: self.state, identity: identity, directory: directory, messenger: messenger, runtime: monitor,
-            engine: self.options.makeEngine(settings.ollamaURL), configuration: self.options.daemon,
-            logger: self.logger)
+            engine: self.options.makeEngine(settings.ollamaURL), guests: guests,
+            configuration: self.options.daemon, logger: self.logger)
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
                                                           "relay": settings.relayURL, "ollama": settings.ollamaURL])

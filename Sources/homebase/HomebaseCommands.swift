@@ -119,7 +119,75 @@ struct HomebaseCommands {
         print(renderer.successLine(atMs: Posix.monotonicMs))
     }
 
-    func grant(_ guest: String) throws { throw CLIError("grants arrive with the contact channel") }
-    func revoke(_ guest: String) throws { throw CLIError("grants arrive with the contact channel") }
-    func guests() throws { throw CLIError("grants arrive with the contact channel") }
+    func grant(_ guestHex: String) throws {
+        let guest = try Self.guestKey(guestHex)
+        let models: GrantPayload.GrantedModels
+        if let list = self.args.value("models") {
+            let tags = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            models = tags == ["*"] ? .all : .only(tags)
+        } else {
+            models = .all
+        }
+        let now = Posix.wallClockMs
+        var expiresAt: UInt64?
+        if let e = self.args.value("expires") {
+            guard let ms = Self.durationMs(e) else { throw UsageError("--expires takes a duration like 30m, 12h or 7d, not '\(e)'") }
+            expiresAt = now + ms
+        }
+        let (grant, _) = try GuestRegistry(state: self.state).grant(guest: guest, models: models, expiresAt: expiresAt,
+                                                                     nowMs: now)
+        let scope = { () -> String in
+            if case .only(let tags) = grant.models { return tags.joined(separator: ", ") }
+            return "all models"
+        }()
+        print("granted \(guest.short) \(scope)\(expiresAt.map { ", expires in \(Self.describe(ms: $0 - now))" } ?? "")")
+        print("the running daemon sends the signed grant and an advert within a second (stored if the guest is offline)")
+    }
+
+    func revoke(_ guestHex: String) throws {
+        let guest = try Self.guestKey(guestHex)
+        _ = try GuestRegistry(state: self.state).revoke(guest: guest, nowMs: Posix.wallClockMs)
+        print("revoked \(guest.short): refused from its next request; a stream in progress is stopped")
+    }
+
+    func guests() throws {
+        let list = try GuestRegistry(state: self.state).guests(nowMs: Posix.wallClockMs)
+        if self.args.flag("json") {
+            print(GuestSummary.json(list))
+            return
+        }
+        if list.isEmpty {
+            print("no guests; a friend runs 'guest join \(try self.state.deviceKey().publicKey.hex)'")
+            return
+        }
+        for g in list {
+            var models = "-"
+            if case .only(let tags)? = g.models { models = tags.joined(separator: ",") } else if g.models != nil { models = "*" }
+            let state = g.expired ? "expired" : g.state.rawValue
+            print("\(g.pubkey)  \(state)  \(g.name)  models: \(models)  requests: \(g.usage.requests)  tokens: \(g.usage.promptTokens + g.usage.completionTokens)")
+        }
+    }
+
+    static func guestKey(_ hex: String) throws -> PublicKey {
+        guard let k = PublicKey(hex: hex) else { throw UsageError("'\(hex)' is not a 64-hex public key") }
+        return k
+    }
+
+    /// `90s`, `30m`, `12h`, `7d` (or a bare number of seconds) in milliseconds.
+    static func durationMs(_ text: String) -> UInt64? {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, UInt64)] = [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)]
+        for (suffix, scale) in units where t.hasSuffix(suffix) {
+            guard let n = UInt64(t.dropLast()), n > 0 else { return nil }
+            return n * scale
+        }
+        guard let n = UInt64(t), n > 0 else { return nil }
+        return n * 1_000
+    }
+
+    static func describe(ms: UInt64) -> String {
+        if ms >= 86_400_000 { return "\(ms / 86_400_000)d" }
+        if ms >= 3_600_000 { return "\(ms / 3_600_000)h" }
+        return "\(max(1, ms / 60_000))m"
+    }
 }
