@@ -109,8 +109,10 @@ struct CLISmokeTests {
             }
             let relayURL = "ws://127.0.0.1:\(relayPort)/v1/relay"
 
-            let initialized = try self.run("homebase", ["--state", hb, "init", "--relay", relayURL,
-                                                        "--ollama", "http://127.0.0.1:\(ollamaPort)", "--name", "smoke"])
+            let initialized = try self.run("homebase", [
+                "--state", hb, "init", "--relay", relayURL, "--ollama", "http://127.0.0.1:\(ollamaPort)",
+                "--name", "smoke",
+            ])
             #expect(initialized.status == 0, "homebase init: \(initialized.stderr)")
             let homebasePK = initialized.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(homebasePK.count == 64)

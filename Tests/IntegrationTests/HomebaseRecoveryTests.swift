@@ -25,9 +25,11 @@ struct HomebaseRecoveryTests {
             try handset.session.settings.setExternalSelection(ExternalSelection(tag: "qwen2.5:7b", host: .own))
             await handset.refreshAdvert(timeout: .seconds(1))
 
-            let status = await eventually(.seconds(8)) { homebase.daemonStatus != nil }
-            #expect(status)
+            // A status written after the first probe failed (the first report may predate it).
+            let probed = await eventually(.seconds(8)) { homebase.daemonStatus?.runtimeError != nil }
+            #expect(probed, "no failed probe in the status: \(String(describing: homebase.daemonStatus))")
             #expect(homebase.daemonStatus?.runtimeAvailable == false)
+            #expect(homebase.daemonStatus?.runtimeVerified == false)
             #expect(homebase.daemonStatus?.models.isEmpty == true)
             #expect(handset.session.adverts.advert?.models.isEmpty ?? true, "an advert with models from a dead runtime")
 

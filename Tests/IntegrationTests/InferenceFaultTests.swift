@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseRouter
+import HomebaseTransport
 import Testing
 
 /// Faults on the inference path with shortened real watchdogs and the emulator's per-request fault markers.
@@ -98,6 +99,7 @@ struct InferenceFaultTests {
             }
             let streaming = await eventually(.seconds(10)) { !log.all.isEmpty }
             #expect(streaming, "no output before the kill")
+            let killedAtMs = Posix.wallClockMs
             system.ollama.stop()
             let answer = await chat.value
             #expect(answer.result.providerKind == .onDevice)
@@ -105,15 +107,27 @@ struct InferenceFaultTests {
             #expect(reason == "error:host_error" || reason == "error:runtime_unavailable", "reason \(reason)")
             #expect(log.all.restartReasons == [reason])
 
-            // The failure makes the monitor re-probe at once: the daemon's status shows the runtime down.
-            let down = await eventually(.seconds(8)) { system.homebase.daemonStatus?.runtimeAvailable == false }
+            // The failure makes the monitor re-probe at once: the daemon's status (written every 2 s) shows the
+            // runtime down, still verified (a failed probe never forgets the endpoint), and no models.
+            let down = await eventually(.seconds(8)) {
+                guard let s = system.homebase.daemonStatus, s.updatedAtMs > killedAtMs else { return false }
+                return !s.runtimeAvailable
+            }
             #expect(down, "status never showed the runtime unavailable")
-            #expect(system.homebase.daemonStatus?.runtimeVerified == true, "a failed probe must not forget the endpoint")
+            let status = system.homebase.daemonStatus
+            #expect(status?.runtimeVerified == true,
+                    "a failed probe must not forget the endpoint: \(String(describing: status))")
+            #expect(status?.models.isEmpty == true)
+            #expect(status?.runtimeError != nil)
 
             // Ollama comes back on the same port: re-verified, advertised again, and serving.
             let again = try IntegrationOllama(tokensPerSecond: 400, port: system.ollama.port)
             defer { again.stop() }
-            let up = await eventually(.seconds(10)) { system.homebase.daemonStatus?.runtimeAvailable == true }
+            let restartedAtMs = Posix.wallClockMs
+            let up = await eventually(.seconds(10)) {
+                guard let s = system.homebase.daemonStatus, s.updatedAtMs > restartedAtMs else { return false }
+                return s.runtimeAvailable
+            }
             #expect(up, "status never showed the runtime available again")
             let served = await eventually(.seconds(10)) {
                 await system.handset.refreshAdvert()

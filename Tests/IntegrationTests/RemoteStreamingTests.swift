@@ -11,26 +11,26 @@ struct RemoteStreamingTests {
     func streamsEmulatorCompletion() async throws {
         // 100 tokens/s: 12-48 tokens take 120-480 ms, long enough for the coalescer to send several chunks.
         try await IntegrationSystem.with(tokensPerSecond: 100) { system in
-        let prompt = "Tell me about rivers and stones"
-        let (events, answer, times) = await system.handset.chat(prompt)
+            let prompt = "Tell me about rivers and stones"
+            let (events, answer, times) = await system.handset.chat(prompt)
 
-        #expect(answer.result.providerKind == .remote)
-        #expect(answer.result.fallback == nil)
-        #expect(answer.resolution.route == .external)
-        #expect(answer.result.model == "qwen2.5:7b")
-        let expected = IntegrationOllama.expectedText(prompt)
-        #expect(answer.result.text == expected)
-        let pieces = events.textBeforeRestart
-        #expect(events.restartReasons.isEmpty)
-        #expect(pieces.joined() == expected)
-        // Incremental: more than one chunk, spread over time (not one buffered blob at the end).
-        #expect(pieces.count > 1, "chunks: \(pieces.count)")
-        let textTimes = zip(events, times).compactMap { event, t -> UInt64? in
-            if case .text = event { t } else { nil }
-        }
-        if let first = textTimes.first, let last = textTimes.last {
-            #expect(last - first >= 50, "all chunks arrived within \(last - first) ms")
-        }
+            #expect(answer.result.providerKind == .remote)
+            #expect(answer.result.fallback == nil)
+            #expect(answer.resolution.route == .external)
+            #expect(answer.result.model == "qwen2.5:7b")
+            let expected = IntegrationOllama.expectedText(prompt)
+            #expect(answer.result.text == expected)
+            let pieces = events.textBeforeRestart
+            #expect(events.restartReasons.isEmpty)
+            #expect(pieces.joined() == expected)
+            // Incremental: more than one chunk, spread over time (not one buffered blob at the end).
+            #expect(pieces.count > 1, "chunks: \(pieces.count)")
+            let textTimes = zip(events, times).compactMap { event, t -> UInt64? in
+                if case .text = event { t } else { nil }
+            }
+            if let first = textTimes.first, let last = textTimes.last {
+                #expect(last - first >= 50, "all chunks arrived within \(last - first) ms")
+            }
         }
     }
 }

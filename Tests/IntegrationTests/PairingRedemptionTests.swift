@@ -7,7 +7,7 @@ import Testing
 /// Pairing codes over the real relay: single use, and 10 minutes of validity. The code's age is injected
 /// through `createPairingCode(nowMs:)` (the daemon checks it against the wall clock), so nobody waits.
 @Suite("Pairing codes through the relay", .serialized, .timeLimit(.minutes(1)))
-struct PairingCodeTests {
+struct PairingRedemptionTests {
     @Test("a code pairs one device; reusing it is rejected as used with a clear message")
     func reusedCodeRejected() async throws {
         let relay = try IntegrationRelay()
