@@ -212,7 +212,8 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 }
 
 func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
-func round2(_ v: Double) -> Double { (v * 100).rounded() / 100 }
+/// Two decimals, or JSON null for NaN and infinities (JSONSerialization refuses those).
+func round2(_ v: Double) -> Any { v.isFinite ? (v * 100).rounded() / 100 : NSNull() }
 
 // MARK: Run
 
@@ -348,11 +349,11 @@ var report: [String: Any] = [
     "concurrent": [
         "streams": concurrency, "completed": concurrentOK.count, "errors": concurrentErrors,
         "window_ms": round2(windowMs), "through_homebase": stats(concurrent),
-        "homebase_cpu_ms": homebaseCPU.map(round2) as Any, "emulator_cpu_ms": ollamaCPU.map(round2) as Any,
-        "relay_cpu_ms": relayCPU.map(round2) as Any,
-        "homebase_cpu_percent_of_emulator": cpuPercent.map(round2) as Any,
+        "homebase_cpu_ms": round2(homebaseCPU ?? .nan), "emulator_cpu_ms": round2(ollamaCPU ?? .nan),
+        "relay_cpu_ms": round2(relayCPU ?? .nan),
+        "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
         "target_percent_max": 10, "pass": (cpuPercent ?? .infinity) <= 10,
-        "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": ollamaDirectCPU.map(round2) as Any,
+        "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": round2(ollamaDirectCPU ?? .nan),
         "direct": stats(concurrentDirect),
     ] as [String: Any],
 ]
@@ -378,10 +379,10 @@ let table = """
     | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
     | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
     | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
-    | \(concurrency) streams: completed               |            | \(String(concurrentOK.count).padding(12)) |             |
-    | \(concurrency) streams: Homebase CPU (ms)       |            | \(f(homebaseCPU).padding(12)) |             |
-    | \(concurrency) streams: emulator CPU (ms)       | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
-    | \(concurrency) streams: relay CPU (ms)          |            | \(f(relayCPU).padding(12)) |             |
+    | \("\(concurrency) streams: completed".padding(37)) |            | \(String(concurrentOK.count).padding(12)) |             |
+    | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(homebaseCPU).padding(12)) |             |
+    | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
+    | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(relayCPU).padding(12)) |             |
     | Homebase CPU as % of emulator's       |            | \(f(cpuPercent).padding(12)) | <= 10 \(((cpuPercent ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
 
     """
