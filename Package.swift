@@ -53,6 +53,8 @@ let package = Package(
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
         .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
+        .executableTarget(name: "inference-bench",
+                          dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),
         .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
@@ -65,6 +67,8 @@ let package = Package(
                     dependencies: ["HomebaseRouter", "APIEmulatorKit", "OllamaEmulatorKit", "HomebaseTransport"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["RelayService", "HomebaseService", "HomebaseRouter", "HomebaseNode", "OllamaEmulatorKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,393 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseNode
+import HomebaseTransport
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// inference-bench: load generator for tools/bench-inference. Loopback only, bounded waits.
+//
+//   inference-bench --code CODE --ollama URL [--model qwen2.5:7b] [--count 50] [--concurrency 100]
+//                   [--homebase-pid PID] [--ollama-pid PID] [--relay-pid PID] [--out FILE]
+//
+// It pairs itself with the Homebase named in CODE (a fresh device key, `pair.request` over the relay), then:
+//   1. `count` sequential requests, each sent both straight to the emulator's /v1/chat/completions (SSE) and
+//      through relay → Homebase → emulator (infer.request on sync_delta), same prompt, order alternating:
+//      time to first non-empty text and tokens/s for both, and the added time to first token per pair;
+//   2. `concurrency` streams at once through the Homebase, with utime+stime of the Homebase, the emulator
+//      (and the relay) read from /proc around the window.
+// Writes one JSON object to --out (or stdout) and prints a table to stderr.
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("inference-bench: \(message)\n".utf8))
+    exit(1)
+}
+
+// MARK: Arguments
+
+var options: [String: String] = [:]
+do {
+    let args = Array(CommandLine.arguments.dropFirst())
+    var i = 0
+    while i < args.count {
+        guard args[i].hasPrefix("--"), i + 1 < args.count else { fail("bad argument '\(args[i])'") }
+        options[String(args[i].dropFirst(2))] = args[i + 1]
+        i += 2
+    }
+}
+guard let codeText = options["code"], let code = try? PairingCode.parse(codeText) else { fail("--code CODE is required") }
+guard let ollamaURL = options["ollama"] else { fail("--ollama URL is required") }
+let model = options["model"] ?? "qwen2.5:7b"
+let count = Int(options["count"] ?? "50") ?? 50
+let concurrency = Int(options["concurrency"] ?? "100") ?? 100
+
+// MARK: The device
+
+let homebase = code.homebase
+let key = SigningSecretKey.generate()
+var linkOptions = RelayLink.Options()
+linkOptions.connectTimeout = .seconds(5)
+let messenger = RelayMessenger(url: code.relayURL, key: key, seen: nil,
+                               relation: { $0 == homebase ? .sibling : .stranger }, options: linkOptions,
+                               logger: .discard())
+
+/// What one remote request saw.
+enum RemoteEvent: Sendable {
+    case accept
+    case chunk(String)
+    case done(Usage)
+    case error(String)
+}
+
+/// Routes inbound answers to the request that waits for them (by id) and pairing answers to the pairer.
+final class Dispatcher: Sendable {
+    let waiting = Mutex<[String: AsyncStream<RemoteEvent>.Continuation]>([:])
+    let pairing = Mutex<CheckedContinuation<Message, Never>?>(nil)
+
+    func register(_ id: String) -> AsyncStream<RemoteEvent> {
+        let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream()
+        self.waiting.withLock { $0[id] = continuation }
+        return stream
+    }
+
+    /// The pairing waiter, at most once.
+    func takePairing() -> CheckedContinuation<Message, Never>? {
+        self.pairing.withLock { c -> CheckedContinuation<Message, Never>? in
+            defer { c = nil }
+            return c
+        }
+    }
+
+    func finish(_ id: String) { self.waiting.withLock { $0.removeValue(forKey: id) }?.finish() }
+
+    func run() async {
+        for await inbound in messenger.inbound where inbound.sender == homebase {
+            let (id, event): (String, RemoteEvent)
+            switch inbound.message {
+            case .inferAccept(let a): (id, event) = (a.id, .accept)
+            case .inferChunk(let c): (id, event) = (c.id, .chunk(c.text))
+            case .inferDone(let d): (id, event) = (d.id, .done(d.usage))
+            case .inferError(let e): (id, event) = (e.id, .error(e.code))
+            case .pairAccept, .pairReject:
+                self.takePairing()?.resume(returning: inbound.message)
+                continue
+            default: continue
+            }
+            _ = self.waiting.withLock { $0[id] }?.yield(event)
+        }
+    }
+}
+let dispatcher = Dispatcher()
+
+/// One measured request: milliseconds from sending to the first non-empty text and to the end, and tokens.
+struct Sample: Sendable {
+    var ttftMs: Double
+    var totalMs: Double
+    var tokens: Int
+    var error: String?
+    /// Tokens after the first, per second of streaming (nil when there is nothing to divide).
+    var tokensPerSecond: Double? {
+        self.tokens > 1 && self.totalMs > self.ttftMs ? Double(self.tokens - 1) / ((self.totalMs - self.ttftMs) / 1000) : nil
+    }
+}
+
+func nowMs() -> Double { Double(Posix.monotonicNs) / 1e6 }
+
+func remote(_ prompt: String) async -> Sample {
+    let id = SecureRandom.uuidString()
+    let events = dispatcher.register(id)
+    defer { dispatcher.finish(id) }
+    let start = nowMs()
+    let request = InferRequest(id: id, model: model, messages: [ChatMessage(role: "user", content: prompt)])
+    messenger.send(.inferRequest(request), to: homebase, channel: .syncDelta, store: false) { outcome in
+        if outcome.isFailure { dispatcher.waiting.withLock { $0[id] }?.yield(.error("receipt \(outcome)")) }
+    }
+    var first: Double?
+    // Bounded: the watchdog that ends a stuck request.
+    let watchdog = Task {
+        try? await Task.sleep(for: .seconds(60))
+        dispatcher.waiting.withLock { $0[id] }?.yield(.error("bench timeout"))
+    }
+    defer { watchdog.cancel() }
+    for await event in events {
+        switch event {
+        case .accept: break
+        case .chunk(let text): if first == nil, !text.isEmpty { first = nowMs() }
+        case .done(let usage):
+            let end = nowMs()
+            return Sample(ttftMs: (first ?? end) - start, totalMs: end - start, tokens: usage.completionTokens)
+        case .error(let code):
+            return Sample(ttftMs: 0, totalMs: nowMs() - start, tokens: 0, error: code)
+        }
+    }
+    return Sample(ttftMs: 0, totalMs: nowMs() - start, tokens: 0, error: "stream ended")
+}
+
+let http = HTTPClient()
+
+func direct(_ prompt: String) async -> Sample {
+    let body: [String: Any] = ["model": model, "stream": true, "stream_options": ["include_usage": true],
+                               "messages": [["role": "user", "content": prompt]]]
+    let bytes = [UInt8](try! JSONSerialization.data(withJSONObject: body))
+    let start = nowMs()
+    do {
+        let (head, stream) = try await http.stream(HTTPRequest(
+            method: "POST", url: ollamaURL + "/v1/chat/completions", headers: [("Content-Type", "application/json")],
+            body: bytes, timeout: .seconds(60)))
+        guard head.status == 200 else { return Sample(ttftMs: 0, totalMs: nowMs() - start, tokens: 0, error: "http \(head.status)") }
+        var parser = SSEParser()
+        var first: Double?
+        var last = start
+        var tokens = 0
+        var contentChunks = 0
+        for try await piece in stream {
+            for event in try parser.append(piece) {
+                if event.data == "[DONE]" {
+                    let end = first == nil ? nowMs() : last
+                    return Sample(ttftMs: (first ?? end) - start, totalMs: end - start,
+                                  tokens: tokens > 0 ? tokens : contentChunks)
+                }
+                guard let object = try? JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any]
+                else { continue }
+                if let usage = object["usage"] as? [String: Any], let n = usage["completion_tokens"] as? Int {
+                    tokens = n
+                }
+                let choices = object["choices"] as? [[String: Any]] ?? []
+                if let delta = choices.first?["delta"] as? [String: Any], let text = delta["content"] as? String,
+                    !text.isEmpty
+                {
+                    last = nowMs()
+                    if first == nil { first = last }
+                    contentChunks += 1
+                }
+            }
+        }
+        return Sample(ttftMs: 0, totalMs: nowMs() - start, tokens: 0, error: "no [DONE]")
+    } catch {
+        return Sample(ttftMs: 0, totalMs: nowMs() - start, tokens: 0, error: "\(error)")
+    }
+}
+
+// MARK: /proc
+
+/// utime + stime of `pid` in milliseconds.
+func cpuMs(_ pid: Int32?) -> Double? {
+    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = text.lastIndex(of: ")")
+    else { return nil }
+    let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+    guard fields.count > 12, let u = Double(fields[11]), let s = Double(fields[12]) else { return nil }
+    return (u + s) * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    let rank = max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1)
+    return sorted[min(rank, sorted.count - 1)]
+}
+
+func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
+/// Two decimals, or JSON null for NaN and infinities (JSONSerialization refuses those).
+func round2(_ v: Double) -> Any { v.isFinite ? (v * 100).rounded() / 100 : NSNull() }
+
+// MARK: Run
+
+let dispatchTask = Task { await dispatcher.run() }
+messenger.start()
+let connected = await { () async -> Bool in
+    for _ in 0..<500 where !messenger.isConnected { try? await Task.sleep(for: .milliseconds(20)) }
+    return messenger.isConnected
+}()
+guard connected else { fail("cannot connect to the relay at \(code.relayURL)") }
+
+/// One `pair.request`: the Homebase's answer, or `.unknown` when it is offline or silent for 5 s.
+func pairOnce() async -> Message {
+    await withCheckedContinuation { (c: CheckedContinuation<Message, Never>) in
+        dispatcher.pairing.withLock { $0 = c }
+        messenger.send(.pairRequest(secret: code.secretHex, name: "inference-bench"), to: homebase, channel: .syncDelta,
+                       store: false) { outcome in
+            if outcome.isFailure { dispatcher.takePairing()?.resume(returning: .unknown(type: "offline")) }
+        }
+        Task {
+            try? await Task.sleep(for: .seconds(5))
+            dispatcher.takePairing()?.resume(returning: .unknown(type: "timeout"))
+        }
+    }
+}
+
+// Pair: retry while the Homebase is not yet on the relay.
+var paired = false
+for _ in 0..<100 where !paired {
+    let answer = await pairOnce()
+    switch answer {
+    case .pairAccept: paired = true
+    case .pairReject(let reason): fail("pairing rejected: \(reason)")
+    default: try? await Task.sleep(for: .milliseconds(100))
+    }
+}
+guard paired else { fail("the Homebase never answered the pairing request") }
+FileHandle.standardError.write(Data("inference-bench: paired as \(key.publicKey.short)\n".utf8))
+
+// Warm up both paths (and wait for the Homebase's runtime to be verified).
+var warm = false
+for _ in 0..<150 where !warm {
+    let s = await remote("warm up")
+    if s.error == nil { warm = true } else { try? await Task.sleep(for: .milliseconds(200)) }
+}
+guard warm else { fail("the Homebase never served a request") }
+for i in 0..<3 {
+    _ = await direct("warm up \(i)")
+    _ = await remote("warm up \(i)")
+}
+
+// 1. Sequential pairs.
+var directSamples: [Sample] = []
+var remoteSamples: [Sample] = []
+var added: [Double] = []
+for i in 0..<count {
+    let prompt = "bench prompt number \(i)"
+    let d: Sample
+    let r: Sample
+    if i % 2 == 0 {
+        d = await direct(prompt)
+        r = await remote(prompt)
+    } else {
+        r = await remote(prompt)
+        d = await direct(prompt)
+    }
+    directSamples.append(d)
+    remoteSamples.append(r)
+    if d.error == nil, r.error == nil { added.append(r.ttftMs - d.ttftMs) }
+}
+let sequentialErrors = (directSamples + remoteSamples).compactMap(\.error)
+
+// 2. Concurrent streams through the Homebase.
+let homebasePID = options["homebase-pid"].flatMap { Int32($0) }
+let ollamaPID = options["ollama-pid"].flatMap { Int32($0) }
+let relayPID = options["relay-pid"].flatMap { Int32($0) }
+let cpuBefore = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
+let windowStart = nowMs()
+let concurrent = await withTaskGroup(of: Sample.self) { group in
+    for i in 0..<concurrency { group.addTask { await remote("concurrent prompt \(i)") } }
+    var out: [Sample] = []
+    for await s in group { out.append(s) }
+    return out
+}
+let windowMs = nowMs() - windowStart
+let cpuAfter = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
+func delta(_ a: Double?, _ b: Double?) -> Double? { a.flatMap { a in b.map { $0 - a } } }
+let homebaseCPU = delta(cpuBefore.0, cpuAfter.0)
+let ollamaCPU = delta(cpuBefore.1, cpuAfter.1)
+let relayCPU = delta(cpuBefore.2, cpuAfter.2)
+let concurrentOK = concurrent.filter { $0.error == nil }
+var concurrentErrors: [String: Int] = [:]
+for s in concurrent { if let e = s.error { concurrentErrors[e, default: 0] += 1 } }
+
+// 3. The emulator's own CPU for the same load straight (no Homebase), for scale.
+let directCPUBefore = cpuMs(ollamaPID)
+let directWindowStart = nowMs()
+let concurrentDirect = await withTaskGroup(of: Sample.self) { group in
+    for i in 0..<concurrency { group.addTask { await direct("concurrent prompt \(i)") } }
+    var out: [Sample] = []
+    for await s in group { out.append(s) }
+    return out
+}
+let directWindowMs = nowMs() - directWindowStart
+let ollamaDirectCPU = delta(directCPUBefore, cpuMs(ollamaPID))
+
+messenger.stop()
+dispatchTask.cancel()
+
+// MARK: Report
+
+func stats(_ samples: [Sample]) -> [String: Any] {
+    let ok = samples.filter { $0.error == nil }
+    let tps = ok.compactMap(\.tokensPerSecond)
+    return ["count": samples.count, "errors": samples.count - ok.count,
+            "ttft_ms_p50": round2(median(ok.map(\.ttftMs))), "ttft_ms_p99": round2(percentile(ok.map(\.ttftMs), 0.99)),
+            "total_ms_p50": round2(median(ok.map(\.totalMs))), "tokens_per_s_p50": round2(median(tps))]
+}
+
+let addedP50 = median(added)
+let addedP99 = percentile(added, 0.99)
+let cpuPercent = homebaseCPU.flatMap { h in ollamaCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } }
+var report: [String: Any] = [
+    "model": model,
+    "sequential": [
+        "count": count, "direct": stats(directSamples), "through_homebase": stats(remoteSamples),
+        "added_ttft_ms_p50": round2(addedP50), "added_ttft_ms_p99": round2(addedP99),
+        "added_ttft_ms_min": round2(added.min() ?? .nan), "added_ttft_ms_max": round2(added.max() ?? .nan),
+        "errors": Array(Set(sequentialErrors)),
+        "targets": ["added_ttft_ms_p50_max": 5, "added_ttft_ms_p99_max": 20],
+        "pass_p50": addedP50 <= 5, "pass_p99": addedP99 <= 20,
+    ] as [String: Any],
+    "concurrent": [
+        "streams": concurrency, "completed": concurrentOK.count, "errors": concurrentErrors,
+        "window_ms": round2(windowMs), "through_homebase": stats(concurrent),
+        "homebase_cpu_ms": round2(homebaseCPU ?? .nan), "emulator_cpu_ms": round2(ollamaCPU ?? .nan),
+        "relay_cpu_ms": round2(relayCPU ?? .nan),
+        "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
+        "target_percent_max": 10, "pass": (cpuPercent ?? .infinity) <= 10,
+        "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": round2(ollamaDirectCPU ?? .nan),
+        "direct": stats(concurrentDirect),
+    ] as [String: Any],
+]
+report["pass"] = addedP50 <= 5 && addedP99 <= 20 && (cpuPercent ?? .infinity) <= 10
+
+let json = try JSONSerialization.data(withJSONObject: report, options: [.prettyPrinted, .sortedKeys])
+if let out = options["out"] {
+    FileManager.default.createFile(atPath: out, contents: json)
+} else {
+    FileHandle.standardOutput.write(json + Data("\n".utf8))
+}
+
+func f(_ v: Double?) -> String { v.map { String(format: "%.2f", $0) } ?? "n/a" }
+let ds = stats(directSamples)
+let rs = stats(remoteSamples)
+let table = """
+
+    inference bench (\(model), \(count) sequential pairs, \(concurrency) concurrent streams)
+    | measure                               | direct     | via Homebase | target      |
+    |---------------------------------------|------------|--------------|-------------|
+    | TTFT p50 (ms)                         | \(f(ds["ttft_ms_p50"] as? Double).padding(10)) | \(f(rs["ttft_ms_p50"] as? Double).padding(12)) |             |
+    | TTFT p99 (ms)                         | \(f(ds["ttft_ms_p99"] as? Double).padding(10)) | \(f(rs["ttft_ms_p99"] as? Double).padding(12)) |             |
+    | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
+    | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
+    | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
+    | \("\(concurrency) streams: completed".padding(37)) |            | \(String(concurrentOK.count).padding(12)) |             |
+    | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(homebaseCPU).padding(12)) |             |
+    | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
+    | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(relayCPU).padding(12)) |             |
+    | Homebase CPU as % of emulator's       |            | \(f(cpuPercent).padding(12)) | <= 10 \(((cpuPercent ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
+
+    """
+FileHandle.standardError.write(Data(table.utf8))
+
+extension String {
+    func padding(_ width: Int) -> String { self.count >= width ? self : self + String(repeating: " ", count: width - self.count) }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import OllamaEmulatorKit
+import Testing
+
+/// The happy path through the built binaries (.build/debug): relay, ollama-emulator, `homebase init/run/pair/
+/// status`, `handset init/pair/config/chat --json/status --json`, then SIGTERM to the daemon and the handset's
+/// offline fallback. Catches wiring in the executables' main.swift that the library tests cannot see.
+@Suite("CLI smoke test of the built binaries", .serialized, .timeLimit(.minutes(1)))
+struct CLISmokeTests {
+    static let binaries = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/debug")
+
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var json: [String: Any]? {
+            (try? JSONSerialization.jsonObject(with: Data(self.stdout.utf8))) as? [String: Any]
+        }
+    }
+
+    /// A long-running binary with stdout and stderr in files (no pipe can fill up and block it).
+    final class Daemon: @unchecked Sendable {
+        let process = Process()
+        let stdoutPath: String
+        let stderrPath: String
+
+        init(_ tool: String, _ args: [String], directory: String, environment: [String: String]) throws {
+            self.stdoutPath = directory + "/\(tool).out"
+            self.stderrPath = directory + "/\(tool).err"
+            FileManager.default.createFile(atPath: self.stdoutPath, contents: nil)
+            FileManager.default.createFile(atPath: self.stderrPath, contents: nil)
+            self.process.executableURL = CLISmokeTests.binaries.appendingPathComponent(tool)
+            self.process.arguments = args
+            self.process.environment = environment
+            self.process.standardOutput = FileHandle(forWritingAtPath: self.stdoutPath)
+            self.process.standardError = FileHandle(forWritingAtPath: self.stderrPath)
+            try self.process.run()
+        }
+
+        var stdout: String { (try? String(contentsOfFile: self.stdoutPath, encoding: .utf8)) ?? "" }
+        var stderr: String { (try? String(contentsOfFile: self.stderrPath, encoding: .utf8)) ?? "" }
+
+        /// The port from a "… listening on HOST:PORT" line, waiting at most 10 s.
+        func listeningPort() async -> UInt16? {
+            var port: UInt16?
+            _ = await eventually(.seconds(10)) {
+                guard let line = self.stdout.split(separator: "\n").first(where: { $0.contains("listening on") }),
+                    let colon = line.lastIndex(of: ":")
+                else { return false }
+                port = UInt16(line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                return port != nil
+            }
+            return port
+        }
+
+        /// SIGTERM, then SIGKILL after `grace`; returns the exit status (nil if it had to be killed).
+        @discardableResult
+        func stop(grace: Duration = .seconds(5)) async -> Int32? {
+            guard self.process.isRunning else { return self.process.terminationStatus }
+            self.process.terminate()
+            if await eventually(grace, { !self.process.isRunning }) { return self.process.terminationStatus }
+            kill(self.process.processIdentifier, SIGKILL)
+            self.process.waitUntilExit()
+            return nil
+        }
+    }
+
+    let directory = temporaryDirectory("cli")
+    var environment: [String: String] {
+        ["HOME": self.directory, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+         "HOMEBASE_LOG_LEVEL": "debug"]
+    }
+
+    func run(_ tool: String, _ args: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = Self.binaries.appendingPathComponent(tool)
+        process.arguments = args
+        process.environment = self.environment
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                   stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    @Test("init, run, pair, chat --json remotely, status --json, then SIGTERM and an offline fallback")
+    func happyPath() async throws {
+        let hb = self.directory + "/homebase"
+        let hs = self.directory + "/handset"
+        var daemons: [Daemon] = []
+        do {
+            let relay = try Daemon("relay", ["--listen", "127.0.0.1:0", "--data", self.directory + "/relay-data"],
+                                   directory: self.directory, environment: self.environment)
+            daemons.append(relay)
+            let emulator = try Daemon("ollama-emulator", ["--listen", "127.0.0.1:0"], directory: self.directory,
+                                      environment: self.environment)
+            daemons.append(emulator)
+            guard let relayPort = await relay.listeningPort() else {
+                throw IntegrationFailure("relay did not start: \(relay.stderr)")
+            }
+            guard let ollamaPort = await emulator.listeningPort() else {
+                throw IntegrationFailure("emulator did not start: \(emulator.stderr)")
+            }
+            let relayURL = "ws://127.0.0.1:\(relayPort)/v1/relay"
+
+            let initialized = try self.run("homebase", [
+                "--state", hb, "init", "--relay", relayURL, "--ollama", "http://127.0.0.1:\(ollamaPort)",
+                "--name", "smoke",
+            ])
+            #expect(initialized.status == 0, "homebase init: \(initialized.stderr)")
+            let homebasePK = initialized.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(homebasePK.count == 64)
+            let daemon = try Daemon("homebase", ["--state", hb, "run"], directory: self.directory,
+                                    environment: self.environment)
+            daemons.append(daemon)
+
+            // `status --json` reads what the daemon writes every 2 s: wait for the relay and the runtime.
+            var status: [String: Any]?
+            let ready = await eventually(.seconds(15)) {
+                status = try? self.run("homebase", ["--state", hb, "status", "--json"]).json
+                let runtime = status?["runtime"] as? [String: Any]
+                return status?["relay_connected"] as? Bool == true && runtime?["available"] as? Bool == true
+            }
+            #expect(ready, "homebase never ready: \(String(describing: status))\n\(daemon.stderr.suffix(2000))")
+            #expect(status?["daemon_running"] as? Bool == true)
+            #expect((status?["runtime"] as? [String: Any])?["verified"] as? Bool == true)
+            let tags = (status?["models"] as? [[String: Any]])?.compactMap { $0["tag"] as? String } ?? []
+            #expect(tags.contains("qwen2.5:7b"), "models \(tags)")
+
+            let pair = try self.run("homebase", ["--state", hb, "pair"])
+            #expect(pair.status == 0)
+            guard let code = pair.stdout.split(separator: "\n").last.map(String.init), code.contains(homebasePK) else {
+                throw IntegrationFailure("no pairing code in: \(pair.stdout)")
+            }
+
+            let handsetPK = try self.run("handset", ["--state", hs, "init", "--relay", relayURL, "--name", "phone"])
+            #expect(handsetPK.status == 0)
+            let paired = try self.run("handset", ["--state", hs, "pair", code])
+            #expect(paired.status == 0, "handset pair: \(paired.stderr)")
+            #expect(paired.stdout.contains("paired with Homebase"))
+            #expect(try self.run("handset", ["--state", hs, "config", "source", "external"]).status == 0)
+            #expect(try self.run("handset", ["--state", hs, "config", "model", "qwen2.5:7b"]).status == 0)
+
+            let prompt = "hello from the smoke test"
+            let chat = try self.run("handset", ["--state", hs, "chat", "--json", prompt])
+            #expect(chat.status == 0, "chat: \(chat.stderr)")
+            #expect(chat.json?["provider"] as? String == "remote", "chat: \(chat.stdout) \(chat.stderr)")
+            #expect(chat.json?["route"] as? String == "external")
+            #expect(chat.json?["model"] as? String == "qwen2.5:7b")
+            #expect(chat.json?["fallback"] is NSNull)
+            #expect(chat.json?["text"] as? String == TextGenerator(prompt: prompt).tokens.joined())
+
+            let handsetStatus = try self.run("handset", ["--state", hs, "status", "--json"])
+            #expect(handsetStatus.status == 0)
+            #expect(handsetStatus.json != nil, "handset status --json: \(handsetStatus.stdout)")
+            let afterPair = await eventually(.seconds(5)) {
+                let s = try? self.run("homebase", ["--state", hb, "status", "--json"]).json
+                return (s?["siblings"] as? [[String: Any]])?.count == 1
+            }
+            #expect(afterPair, "homebase status never listed the handset as a sibling")
+
+            // SIGTERM stops the daemon cleanly; the handset then answers on-device, reason offline.
+            let exit = await daemon.stop()
+            #expect(exit == 0, "homebase run exit \(String(describing: exit))")
+            let offline = try self.run("handset", ["--state", hs, "chat", "--json", prompt])
+            #expect(offline.json?["provider"] as? String == "on-device")
+            #expect((offline.json?["fallback"] as? [String: Any])?["reason"] as? String == "offline",
+                    "offline chat: \(offline.stdout)")
+        } catch {
+            Issue.record(error)
+        }
+        for d in daemons.reversed() { await d.stop() }
+        try? FileManager.default.removeItem(atPath: self.directory)
+    }
+}
