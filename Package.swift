@@ -48,8 +48,9 @@ let package = Package(
         .executableTarget(name: "homebase", dependencies: ["HomebaseService"]),
         .executableTarget(name: "handset", dependencies: ["HomebaseRouter"]),
         .executableTarget(name: "guest", dependencies: ["HomebaseRouter"]),
-        .executableTarget(name: "conformance",
-                          dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
+        .target(name: "ConformanceKit",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
+        .executableTarget(name: "conformance", dependencies: ["ConformanceKit"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
 
@@ -61,6 +62,7 @@ let package = Package(
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode", "RelayService"]),
         .testTarget(name: "HomebaseRouterTests", dependencies: ["HomebaseRouter"]),
         .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService"]),
+        .testTarget(name: "ConformanceKitTests", dependencies: ["ConformanceKit", "RelayService"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
     ],
     swiftLanguageModes: [.v6]
