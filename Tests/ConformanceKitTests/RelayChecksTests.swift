@@ -1,6 +1,7 @@
 import ConformanceKit
 import Foundation
 import HomebaseCore
+import HomebaseTransport
 import RelayService
 import Testing
 
@@ -94,17 +95,23 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.python()!)
         process.arguments = [root + "/tools/bench/py_relay.py", "\(port)"]
-        let out = Pipe()
-        process.standardOutput = out
+        process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice  // its tracebacks for refused frames are expected noise
         try process.run()
         defer {
-            process.terminate()
+            // SIGKILL, not terminate(): the in-process relay's signal handling can leave SIGTERM blocked in
+            // children spawned from the test process, and then waitUntilExit never returns.
+            kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        // Wait for "listening PORT".
-        let first = out.fileHandleForReading.availableData
-        #expect(String(decoding: first, as: UTF8.self).contains("listening"))
+        // Wait until it accepts connections (no pipe: reading one blocked the test runner).
+        var up = false
+        for _ in 0..<50 where !up {
+            up = (try? TCPClientStream.connect(host: "127.0.0.1", port: UInt16(port), timeout: .milliseconds(200)))
+                .map { $0.close(); return true } ?? false
+            if !up { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(up, "py_relay.py did not start")
 
         var o = Self.options("ws://127.0.0.1:\(port)/v1/relay")
         o.authDeadline = .seconds(1)

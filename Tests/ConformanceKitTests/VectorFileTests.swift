@@ -59,3 +59,25 @@ import Testing
             $0.name.hasPrefix("crypto-vectors/e2e-x25519") })
     }
 }
+
+@Suite struct CorruptedVectorTests {
+    @Test func aCorruptedVectorFailsWithItsNameAndTheCommandExitsNonZero() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vectors-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for name in VectorChecks.fileNames {
+            try FileManager.default.copyItem(atPath: VectorFileTests.fixtures + "/" + name, toPath: dir + "/" + name)
+        }
+        // Claim that a replayed envelope is valid.
+        var file = try VectorFileTests.load(EnvelopeVectorFile.self, EnvelopeVectorFile.fileName)
+        let index = try #require(file.vectors.firstIndex { $0.name == "replay" })
+        file.vectors[index].expect = "valid"
+        try file.fixtureJSON().write(to: URL(fileURLWithPath: dir + "/" + EnvelopeVectorFile.fileName))
+
+        let lines = LineSink()
+        let code = await ConformanceCommand.run(["vectors", dir], output: lines.append)
+        #expect(code == 1)
+        #expect(lines.lines.contains("FAIL envelope-vectors/replay: dropped as replay, expected valid"))
+        #expect(lines.lines.last?.contains(" passed, 1 failed") == true)
+    }
+}
