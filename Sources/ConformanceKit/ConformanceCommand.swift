@@ -1,0 +1,81 @@
+import Foundation
+
+/// The `conformance` command line: parses arguments, runs the chosen suite, prints, returns the exit code.
+public enum ConformanceCommand {
+    public static let usage = """
+        usage: conformance vectors [DIR]
+               conformance relay URL [--http BASE] [--token T] [--restart CMD] [--json]
+                                     [--auth-deadline-ms MS] [--mailbox-frames N] [--rate-burst N]
+                                     [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
+
+        Each check prints `PASS name`, `FAIL name: reason` or `SKIP name: reason`; the last line is
+        `N passed, N failed` (and `, N skipped`). Exit code 0 only when nothing failed. --json prints a JSON
+        report instead. `relay` checks use fresh random keys; auth-late waits the auth deadline + 2 s (12 s).
+        """
+
+    /// Runs `arguments` (without the program name). `output` receives every printed line.
+    public static func run(_ arguments: [String], output: @escaping @Sendable (String) -> Void) async -> Int32 {
+        var args = arguments
+        let json = args.contains("--json")
+        args.removeAll { $0 == "--json" }
+        guard let command = args.first else {
+            output(Self.usage)
+            return 2
+        }
+        args.removeFirst()
+        let runner = CheckRunner(emit: json ? nil : output)
+        switch command {
+        case "vectors":
+            guard args.count <= 1 else {
+                output(Self.usage)
+                return 2
+            }
+            VectorChecks.run(directory: args.first ?? "Fixtures", into: runner)
+        case "relay":
+            guard let options = Self.relayOptions(args) else {
+                output(Self.usage)
+                return 2
+            }
+            await runner.run(RelayChecks.checks(options))
+        default:
+            output(Self.usage)
+            return 2
+        }
+        output(json ? runner.report.json() : runner.report.summaryLine)
+        return runner.report.exitCode
+    }
+
+    static func relayOptions(_ args: [String]) -> RelayCheckOptions? {
+        var rest = args[...]
+        guard let url = rest.popFirst(), !url.hasPrefix("--") else { return nil }
+        var o = RelayCheckOptions(url: url)
+        while let flag = rest.popFirst() {
+            switch flag {
+            case "--expect-rate-limit": o.expectRateLimit = true
+            case "--insecure": o.insecureSkipVerify = true
+            default:
+                guard let value = rest.popFirst() else { return nil }
+                switch flag {
+                case "--http": o.httpBase = value
+                case "--token": o.token = value
+                case "--restart": o.restartCommand = value
+                case "--ca-file": o.caFile = value
+                case "--auth-deadline-ms":
+                    guard let ms = Int(value) else { return nil }
+                    o.authDeadline = .milliseconds(ms)
+                case "--mailbox-frames":
+                    guard let n = Int(value), n > 0 else { return nil }
+                    o.mailboxFrames = n
+                case "--rate-burst":
+                    guard let n = Int(value), n > 0 else { return nil }
+                    o.rateBurstFrames = n
+                case "--durability-frames":
+                    guard let n = Int(value), n > 0 else { return nil }
+                    o.durabilityFrames = n
+                default: return nil
+                }
+            }
+        }
+        return o
+    }
+}

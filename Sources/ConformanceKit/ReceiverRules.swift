@@ -1,0 +1,85 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+
+/// The receiver rules of Protocol/envelope.md §5 run end to end with our codecs and crypto, in the spec's order,
+/// returning `"valid"` or the drop reason. Vectors are checked against this; it is also what `RelayMessenger`
+/// does, minus its persistence.
+public enum ReceiverRules {
+    public struct Accepted: Equatable, Sendable {
+        public var plaintext: [UInt8]
+        public var message: Message
+    }
+
+    /// - Returns: the accepted plaintext and message, or the drop reason.
+    public static func receive(
+        envelope bytes: [UInt8], receiver: SigningSecretKey, deliverSender: PublicKey, nowMs: UInt64,
+        relation: SenderRelation, seenIDs: Set<[UInt8]>
+    ) -> Result<Accepted, EnvelopeError> {
+        let envelope: Envelope
+        do { envelope = try Envelope(decoding: bytes) } catch { return .failure(error) }
+        let rules = EnvelopeReceiver(selfKey: receiver.publicKey)
+        do {
+            try rules.checkHeader(envelope.header, deliveredBy: deliverSender, nowMs: nowMs)
+        } catch {
+            return .failure(error)
+        }
+        guard let key = try? E2E.deriveKey(selfSecret: receiver, peer: envelope.header.sender),
+            let plaintext = try? EnvelopeSealer.open(envelope, key: key)
+        else { return .failure(.openFailed) }
+        // A known type with missing or mistyped fields is malformed too (messages.md, general rules).
+        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+            return .failure(.malformedPlaintext)
+        }
+        do {
+            try rules.checkEntitlement(channel: envelope.header.channel, messageType: message.type, relation: relation)
+        } catch {
+            return .failure(error)
+        }
+        if seenIDs.contains(envelope.header.messageID) { return .failure(.replay) }
+        return .success(Accepted(plaintext: plaintext, message: message))
+    }
+
+    public static func relation(named name: String) -> SenderRelation? {
+        switch name {
+        case "stranger": .stranger
+        case "sibling": .sibling
+        case "contact": .contact
+        default: nil
+        }
+    }
+
+    /// The `MessageDecodingError` as vectors spell it.
+    public static func name(of error: MessageDecodingError) -> String {
+        switch error {
+        case .notAMessage: "not_a_message"
+        case .invalidFields: "invalid_fields"
+        case .invalidBase64: "invalid_base64"
+        }
+    }
+
+    /// Verifies a signed payload the way a receiver must: the signature over the exact payload bytes with the
+    /// kind's context and the expected signer, then the version, then the shape. Returns `"valid"` or the reason.
+    public static func verifySigned(kind: String, payload: [UInt8], signature: [UInt8], signer: PublicKey) -> String {
+        let context: String
+        switch kind {
+        case "advert": context = SignatureContext.advert
+        case "roster": context = SignatureContext.roster
+        case "grant": context = SignatureContext.grant
+        default: return "unknown_kind"
+        }
+        guard Signature.verify(signature, message: payload, context: context, publicKey: signer) else {
+            return "signature_invalid"
+        }
+        struct Version: Decodable { var v: Int }
+        guard (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any] else { return "malformed" }
+        guard (try? JSONDecoder().decode(Version.self, from: Data(payload)))?.v == 1 else { return "unknown_version" }
+        let decodes: Bool
+        switch kind {
+        case "advert": decodes = SignedPayloadJSON.decode(AdvertPayload.self, from: payload)?.host == signer.hex
+        case "roster": decodes = SignedPayloadJSON.decode(RosterPayload.self, from: payload)?.account == signer.hex
+        default: decodes = SignedPayloadJSON.decode(GrantPayload.self, from: payload)?.host == signer.hex
+        }
+        return decodes ? "valid" : "malformed"
+    }
+}

@@ -1,0 +1,140 @@
+import ConformanceKit
+import Foundation
+import HomebaseCore
+import HomebaseTransport
+import RelayService
+import Testing
+
+/// `conformance relay` against our relay (every check passes) and against a deliberately broken one
+/// (tools/bench/py_relay.py: login and live forwarding only), which must fail with the right checks named.
+@Suite(.serialized) struct RelayChecksTests {
+    static func smallLimits() -> RelayLimits {
+        var l = RelayLimits()
+        l.maxPayloadBytes = 4_096
+        l.mailboxMaxFrames = 25
+        l.authDeadlineMs = 500
+        l.sendFramesPerSecond = 20
+        l.sendFramesBurst = 60
+        return l
+    }
+
+    static func options(_ url: String) -> RelayCheckOptions {
+        var o = RelayCheckOptions(url: url)
+        o.authDeadline = .milliseconds(500)
+        o.mailboxFrames = 25
+        o.rateBurstFrames = 200
+        o.expectRateLimit = true
+        return o
+    }
+
+    static func run(_ o: RelayCheckOptions) async -> Report {
+        let runner = CheckRunner(emit: nil)
+        await runner.run(RelayChecks.checks(o))
+        return runner.report
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ourRelayPassesEveryCheck() async throws {
+        let relay = try InProcessRelay(limits: Self.smallLimits(), admission: Admission(tokens: ["sesame"]))
+        defer { relay.stop() }
+        var o = Self.options(relay.url)
+        o.httpBase = relay.httpBase
+        o.token = "sesame"
+        let report = await Self.run(o)
+        #expect(report.failedNames == [], "\(report.results.filter { $0.status != "pass" }.map(\.line))")
+        #expect(report.skipped == 0)
+        #expect(report.result(named: "admission-token-required")?.status == "pass")
+        #expect(report.passed >= 25)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func rateLimitIsASkipUnlessExpected() async throws {
+        var limits = Self.smallLimits()
+        limits.sendFramesBurst = 100_000
+        let relay = try InProcessRelay(limits: limits)
+        defer { relay.stop() }
+        var o = Self.options(relay.url)
+        o.expectRateLimit = false
+        let check = RelayChecks.checks(o).first { $0.name == "receipt-5-rate-limited" }!
+        let outcome = try await check.run()
+        guard case .skip(let why) = outcome else { Issue.record("expected a skip, got \(outcome)"); return }
+        #expect(why.contains("no RECEIPT 5"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func commandLinePrintsOneLinePerCheckAndTheSummaryLast() async throws {
+        let relay = try InProcessRelay(limits: Self.smallLimits())
+        defer { relay.stop() }
+        let lines = LineSink()
+        let code = await ConformanceCommand.run(
+            ["relay", relay.url, "--auth-deadline-ms", "500", "--mailbox-frames", "25", "--rate-burst", "200",
+             "--expect-rate-limit"], output: lines.append)
+        let all = lines.lines
+        #expect(code == 0, "\(all)")
+        #expect(all.last == "\(all.count - 1 - 2) passed, 0 failed, 2 skipped")  // healthz, metrics without --http
+        #expect(all.dropLast().allSatisfy { $0.hasPrefix("PASS ") || $0.hasPrefix("SKIP ") })
+    }
+
+    // MARK: The deliberately broken relay
+
+    static func python() -> String? {
+        let env = ProcessInfo.processInfo.environment
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+        for candidate in [env["HOMEBASE_PYTHON"], root + "/.venv/bin/python", "/work/main/.venv/bin/python"] {
+            if let c = candidate, FileManager.default.isExecutableFile(atPath: c) { return c }
+        }
+        return nil
+    }
+
+    @Test(.timeLimit(.minutes(1)), .enabled(if: Self.python() != nil, "needs a Python with websockets and PyNaCl"))
+    func brokenRelayFailsTheRightChecks() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+        let port = Int.random(in: 20_000..<40_000)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.python()!)
+        process.arguments = [root + "/tools/bench/py_relay.py", "\(port)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice  // its tracebacks for refused frames are expected noise
+        try process.run()
+        defer {
+            // SIGKILL, not terminate(): the in-process relay's signal handling can leave SIGTERM blocked in
+            // children spawned from the test process, and then waitUntilExit never returns.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        // Wait until it accepts connections (no pipe: reading one blocked the test runner).
+        var up = false
+        for _ in 0..<50 where !up {
+            up = (try? TCPClientStream.connect(host: "127.0.0.1", port: UInt16(port), timeout: .milliseconds(200)))
+                .map { $0.close(); return true } ?? false
+            if !up { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(up, "py_relay.py did not start")
+
+        var o = Self.options("ws://127.0.0.1:\(port)/v1/relay")
+        o.authDeadline = .seconds(1)
+        o.rateBurstFrames = 200
+        let report = await Self.run(o)
+        let failed = Set(report.failedNames)
+        // No store, no receipts 1/3/4/5/6, no frame validation after login.
+        for name in ["receipt-1-stored", "store-and-forward", "store-to-online-recipient", "receipt-3-mailbox-full",
+                     "receipt-4-payload-too-large", "receipt-5-rate-limited", "receipt-6-bad-flags"] {
+            #expect(failed.contains(name), "\(name) should fail: \(report.result(named: name)?.line ?? "-")")
+        }
+        // What it does implement passes.
+        for name in ["challenge", "auth-good", "auth-bad-signature", "forward-live-authenticated-sender",
+                     "receipt-0-delivered", "receipt-2-offline", "replacement-4001"] {
+            #expect(report.result(named: name)?.status == "pass", "\(report.result(named: name)?.line ?? name)")
+        }
+        #expect(report.exitCode == 1)
+    }
+}
+
+final class LineSink: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var lines: [String] { self.lock.withLock { self.stored } }
+    func append(_ line: String) { self.lock.withLock { self.stored.append(line) } }
+}
