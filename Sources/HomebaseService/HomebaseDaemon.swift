@@ -119,6 +119,9 @@ public actor HomebaseDaemon {
         self.adverts.publishOnStart()
         // Grants and revocations made while the daemon was not running.
         await self.contacts?.deliverPending()
+        // `stop()` may have run while this actor was suspended above (actor reentrancy): honour it, or the loops
+        // below would start after the stop and never end.
+        guard !self.stopped else { return }
         let task = Task { await self.runLoops() }
         self.runTask = task
         // Cancelling the task that called `run()` stops the daemon too.

@@ -1,3 +1,4 @@
+import Synchronization
 import HomebaseCore
 import HomebaseNode
 import Testing
@@ -60,5 +61,26 @@ import Testing
         await eventually("two adverts") { phone.inbox.messages.filter { if case .advert = $0 { true } else { false } }.count == 2 }
         #expect(h.hub.sent.filter { $0.from == h.homebase }.map(\.type) == ["advert", "advert"])
         await h.stop()
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct HomebaseDaemonStopRaceTests {
+    /// `stop()` arriving while `run()` is suspended in its start-up work (actor reentrancy) must still end `run()`;
+    /// before the fix the loops started after the stop and `run()` never returned (a hung test run).
+    @Test func stopDuringStartUpEndsRun() async throws {
+        for _ in 0..<30 {
+            let h = try Harness()
+            h.start()
+            await Task.yield()
+            let done = Atomic<Bool>(false)
+            Task { await h.stop(); done.store(true, ordering: .releasing) }
+            let deadline = ContinuousClock.now + .seconds(3)
+            while !done.load(ordering: .acquiring), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let ended = done.load(ordering: .acquiring)
+            #expect(ended)
+            if !ended { return }
+        }
     }
 }
