@@ -31,12 +31,16 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private(set) var isComplete = false
 
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
-        let data = event.data.trimmingCharacters(in: .whitespaces)
+        // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
+        let raw = event.data
+        let data = raw.first?.isWhitespace == true || raw.last?.isWhitespace == true
+            ? raw.trimmingCharacters(in: .whitespaces) : raw
         if data == "[DONE]" {
             self.isComplete = true
             // A server that says DONE without a finish_reason still finished: treat it as a plain stop.
             return try self.emitCalls() + [.finished(self.finalReason(self.finish ?? .stop), self.usage)]
         }
+        if let fast = self.decodeCommonChunk(data) { return fast }
         guard let chunk = JSONText.object(data) else { throw .malformed("chunk is not a JSON object") }
         if let error = chunk["error"], !(error is NSNull) {
             throw .midStream(JSONText.errorMessage(error) ?? "error event")
@@ -60,6 +64,55 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
                 self.finish = Self.reason(reason)
                 out += try self.emitCalls()
             }
+        }
+        return out
+    }
+
+    /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), decoded with a typed
+    /// decoder instead of `JSONSerialization`'s dictionaries. Returns nil for anything else (tool calls, errors,
+    /// unexpected types), which then takes the general path with its precise error reporting.
+    private mutating func decodeCommonChunk(_ data: String) -> [ChatEngineEvent]? {
+        struct Chunk: Decodable {
+            struct Choice: Decodable {
+                struct Delta: Decodable {
+                    var content: String?
+                    var toolCalls: [IgnoredValue]?
+                    enum CodingKeys: String, CodingKey { case content, toolCalls = "tool_calls" }
+                }
+                var index: Int?
+                var delta: Delta?
+                var finishReason: String?
+                enum CodingKeys: String, CodingKey { case index, delta, finishReason = "finish_reason" }
+            }
+            struct ChunkUsage: Decodable {
+                var promptTokens: Int
+                var completionTokens: Int
+                enum CodingKeys: String, CodingKey { case promptTokens = "prompt_tokens", completionTokens = "completion_tokens" }
+            }
+            var choices: [Choice]?
+            var usage: ChunkUsage?
+            var error: IgnoredValue?
+        }
+        struct IgnoredValue: Decodable {
+            init(from decoder: any Decoder) throws {}
+        }
+        guard let chunk = try? JSONDecoder().decode(Chunk.self, from: Data(data.utf8)), chunk.error == nil else {
+            return nil
+        }
+        var out: [ChatEngineEvent] = []
+        for (position, choice) in (chunk.choices ?? []).enumerated() {
+            guard (choice.index ?? position) == 0 else { continue }
+            if choice.delta?.toolCalls?.isEmpty == false { return nil }
+            if let content = choice.delta?.content, !content.isEmpty { out.append(.text(content)) }
+            if let reason = choice.finishReason {
+                // Joined tool calls are emitted (and checked) by the general path.
+                guard self.calls.isEmpty else { return nil }
+                self.finish = Self.reason(reason)
+            }
+        }
+        if let u = chunk.usage {
+            guard u.promptTokens >= 0, u.completionTokens >= 0 else { return nil }
+            self.usage = Usage(promptTokens: u.promptTokens, completionTokens: u.completionTokens)
         }
         return out
     }
