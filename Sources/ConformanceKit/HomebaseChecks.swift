@@ -78,6 +78,11 @@ public enum HomebaseChecks {
         "cancel-stops-stream", "replay-not-served-twice", "contact-revoke", "not-granted-after-revoke",
     ]
 
+    /// The prompt of `cancel-stops-stream`: asks for a long answer, so a real model is still streaming when the
+    /// cancel arrives (a runtime whose answers are short makes that check skip).
+    public static let cancelPrompt =
+        "Tell a long, detailed story about a lighthouse keeper and the sea, at least 1000 words."
+
     /// The seed file inside `--state`.
     public static let keyFileName = "guest.key"
 
@@ -506,8 +511,7 @@ private final class HomebaseCheckRun {
 
     private func cancelStopsStream() throws -> CheckOutcome {
         try self.withModel { model in
-            let prompt = "Write a long, detailed story about a lighthouse keeper and the sea, at least 300 words."
-            var r = self.request(model: model, prompt: prompt, maxTokens: 200)
+            var r = self.request(model: model, prompt: HomebaseChecks.cancelPrompt, maxTokens: 200)
             for attempt in 1...4 {
                 let start = self.s.log.count
                 try self.s.send(.inferRequest(r), store: false)
