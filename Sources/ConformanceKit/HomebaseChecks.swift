@@ -121,11 +121,13 @@ public enum HomebaseChecks {
         }
     }
 
-    /// Runs `command` with `/bin/sh -c`; throws unless it exits 0.
+    /// Runs `command` with `/bin/sh -c` (its stdout sent to our stderr); throws unless it exits 0.
     public static func shell(_ command: String) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command]
+        // Its output goes to stderr so stdout stays the report (one JSON document with --json).
+        process.standardOutput = FileHandle.standardError
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
             process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
             do { try process.run() } catch {
