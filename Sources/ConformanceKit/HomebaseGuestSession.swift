@@ -1,0 +1,185 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+
+/// A guest's view of one host over a `RawRelayClient`: seals contact-channel envelopes itself and opens what the
+/// host delivers with the receiver rules of Protocol/envelope.md §4, logging every message in arrival order.
+/// Only the codecs and crypto are used, as any third-party guest would. Blocking; one thread at a time.
+final class HomebaseGuestSession {
+    /// One message from the host, with the moment it was read.
+    struct Received {
+        var message: Message
+        var at: ContinuousClock.Instant
+    }
+
+    let client: RawRelayClient
+    let host: PublicKey
+    private let key: SigningSecretKey
+    private let e2e: SymmetricKey
+    private let receiver: EnvelopeReceiver
+    private var seenMessageIDs = Set<[UInt8]>()
+    private var nextSendID: UInt32 = 1
+
+    /// Every message the host sent, in arrival order.
+    private(set) var log: [Received] = []
+    /// RECEIPT status by SEND id.
+    private(set) var receipts: [UInt32: ReceiptStatus] = [:]
+    /// Envelopes from the host that broke a receiver rule, by reason: a conforming host sends none.
+    private(set) var drops: [String: Int] = [:]
+
+    init(options: RelayCheckOptions, key: SigningSecretKey, host: PublicKey) throws {
+        guard let e2e = try? E2E.deriveKey(selfSecret: key, peer: host) else {
+            throw CheckFailure("no end-to-end key for host \(host.hex) (not a valid Ed25519 point)")
+        }
+        self.key = key
+        self.host = host
+        self.e2e = e2e
+        self.receiver = EnvelopeReceiver(selfKey: key.publicKey)
+        self.client = try RawRelayClient.loggedIn(options, key: key)
+    }
+
+    var publicKey: PublicKey { self.key.publicKey }
+
+    func close() { self.client.close() }
+
+    // MARK: Sending
+
+    /// Seals `message` for the host on the contact channel: padded JSON, fresh message id and nonce.
+    func seal(_ message: Message) -> [UInt8] {
+        let header = EnvelopeHeader(channel: .contact, sender: self.publicKey, recipient: self.host,
+                                    messageID: SecureRandom.bytes(16), sentAtMs: Posix.wallClockMs,
+                                    nonce: SecureRandom.bytes(24))
+        return EnvelopeSealer.seal(header: header, plaintext: message.paddedPlaintext(), key: self.e2e).encoded()
+    }
+
+    /// Sends `message` (STORE when `store`) and returns the exact SEND payload.
+    @discardableResult
+    func send(_ message: Message, store: Bool) throws -> [UInt8] {
+        let payload = self.seal(message)
+        try self.sendRaw(payload, store: store)
+        return payload
+    }
+
+    /// Sends already sealed envelope bytes, unchanged.
+    @discardableResult
+    func sendRaw(_ payload: [UInt8], store: Bool) throws -> UInt32 {
+        let id = self.nextSendID
+        self.nextSendID &+= 1
+        try self.client.send(.send(sendID: id, recipient: self.host, flags: store ? SendFlags.store : 0,
+                                   payload: payload[...]))
+        return id
+    }
+
+    // MARK: Receiving
+
+    /// Reads frames until `condition` holds or `timeout` passes; true when it held.
+    @discardableResult
+    func pump(timeout: Duration, until condition: () -> Bool) throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if condition() { return true }
+            let left = deadline - .now
+            if left <= .zero { return false }
+            try self.readOne(timeout: left)
+        }
+    }
+
+    /// Reads everything that arrives for `duration`.
+    func linger(_ duration: Duration) throws {
+        try self.pump(timeout: duration) { false }
+    }
+
+    /// Reads until nothing arrived for `quiet` (at most `limit`), so late stragglers of an earlier step do not
+    /// count for the next one.
+    func drain(quiet: Duration = .milliseconds(500), limit: Duration = .seconds(3)) throws {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let before = self.log.count
+            try self.pump(timeout: min(quiet, deadline - .now)) { self.log.count > before }
+            if self.log.count == before { return }
+        }
+    }
+
+    private func readOne(timeout: Duration) throws {
+        guard let frame = try self.client.nextOrNil(timeout: timeout) else { return }
+        switch frame {
+        case .receipt(let id, let status):
+            self.receipts[id] = status
+        case .deliver(let sender, let deliveryID, let payload):
+            if sender == self.host { self.open(payload, sender: sender) }
+            if deliveryID != 0 { try self.client.send(.ack(deliveryID: deliveryID)) }
+        case .error(let code, let message):
+            throw CheckFailure("relay sent ERROR \(code): \(message)")
+        default:
+            throw CheckFailure("relay sent an unexpected \(frame.type) frame")
+        }
+    }
+
+    /// The receiver rules, in order; a violation is counted in `drops`, never logged as a message.
+    private func open(_ payload: ArraySlice<UInt8>, sender: PublicKey) {
+        let envelope: Envelope
+        do { envelope = try Envelope(decoding: payload) } catch { return self.drop(error.reason) }
+        do {
+            try self.receiver.checkHeader(envelope.header, deliveredBy: sender, nowMs: Posix.wallClockMs)
+        } catch {
+            return self.drop(error.reason)
+        }
+        guard envelope.header.channel == .contact else { return self.drop("not_entitled") }
+        guard let plaintext = try? EnvelopeSealer.open(envelope, key: self.e2e) else { return self.drop("open_failed") }
+        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+            return self.drop("malformed_plaintext")
+        }
+        guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
+        self.log.append(Received(message: message, at: .now))
+    }
+
+    private func drop(_ reason: String) { self.drops[reason, default: 0] += 1 }
+
+    /// `drops` as one phrase for failure reasons, or nil when nothing was dropped.
+    var dropSummary: String? {
+        self.drops.isEmpty ? nil : self.drops.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
+            .joined(separator: ", ")
+    }
+
+    // MARK: Views of the log
+
+    /// The `infer.*` messages for `id` received at or after log index `from`, with their times.
+    func inferMessages(id: String, from: Int = 0) -> [Received] {
+        self.log[from...].filter { r in
+            switch r.message {
+            case .inferAccept(let a): a.id == id
+            case .inferChunk(let c): c.id == id
+            case .inferDone(let d): d.id == id
+            case .inferError(let e): e.id == id
+            default: false
+            }
+        }
+    }
+
+    /// Messages of wire `type` at or after log index `from`.
+    func messages(ofType type: String, from: Int = 0) -> [Received] {
+        self.log[from...].filter { $0.message.type == type }
+    }
+}
+
+extension Message {
+    /// True for `infer.done` and `infer.error`: nothing may follow them for the same id.
+    var isInferTerminal: Bool {
+        switch self {
+        case .inferDone, .inferError: true
+        default: false
+        }
+    }
+
+    /// A short description for failure reasons.
+    var brief: String {
+        switch self {
+        case .inferAccept: "infer.accept"
+        case .inferChunk(let c): "infer.chunk seq \(c.seq)"
+        case .inferDone(let d): "infer.done (chunks \(d.chunks), \(d.finishReason))"
+        case .inferError(let e): "infer.error \(e.code) (\(e.message))"
+        default: self.type
+        }
+    }
+}

@@ -1,0 +1,202 @@
+@testable import ConformanceKit
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseRouter
+import HomebaseService
+import HomebaseTransport
+import OllamaEmulatorKit
+import RelayService
+import Testing
+
+/// `conformance homebase` against our own Homebase daemon (every check passes) and against a host that never
+/// answers (the grant check fails, the rest are skipped, the exit code is 1).
+@Suite(.serialized) struct HomebaseChecksTests {
+    /// The relay, the emulator and a Homebase daemon on a temporary state directory, all in-process.
+    final class System: Sendable {
+        let relay: InProcessRelay
+        let emulator: OllamaEmulator
+        let directory: String
+        let state: HomebaseState
+        let host: PublicKey
+        let runner: HomebaseRunner
+        let task: Task<Void, Never>
+
+        init() throws {
+            self.relay = try InProcessRelay(limits: RelayLimits())
+            var c = EmulatorConfiguration()
+            c.host = "127.0.0.1"
+            // Slow enough that the cancel check's answer is still streaming when the cancel arrives.
+            c.tokensPerSecond = 60
+            c.models = ["qwen2.5:7b"]
+            self.emulator = OllamaEmulator(configuration: c)
+            let ollamaURL = "http://127.0.0.1:\(try self.emulator.start(port: 0))"
+            self.directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("conformance-homebase-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
+            self.state = try HomebaseState(path: self.directory + "/state.db")
+            _ = try self.state.initialize(
+                settings: HomebaseSettings(relayURL: self.relay.url, ollamaURL: ollamaURL, deviceName: "conf-host"),
+                nowMs: Posix.wallClockMs)
+            self.host = try self.state.deviceKey().publicKey
+            var options = HomebaseRunner.Options { ollamaURL in
+                OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
+                                 maxTokensField: .maxTokens)
+            }
+            options.relayOptions.connectTimeout = .seconds(2)
+            options.daemon.statePollInterval = .milliseconds(100)
+            let runner = HomebaseRunner(state: self.state, options: options, logger: .discard())
+            self.runner = runner
+            self.task = Task {
+                do { try await runner.run() } catch { Issue.record("HomebaseRunner.run threw \(error)") }
+            }
+        }
+
+        /// Waits until the daemon is on the relay with a verified runtime that has models.
+        func ready() async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                if let s = self.state.daemonStatus(), s.relayConnected, s.runtimeAvailable, !s.models.isEmpty {
+                    return true
+                }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            return false
+        }
+
+        func stop() async {
+            self.runner.stop()
+            await self.task.value
+            self.emulator.stop()
+            self.relay.stop()
+            try? FileManager.default.removeItem(atPath: self.directory)
+        }
+    }
+
+    static func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("conformance-guest-\(UUID().uuidString)").path
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ourHomebasePassesEveryCheck() async throws {
+        // The cancel check needs an answer that outlasts the 300 ms grace by far, or a host ignoring the cancel
+        // would pass: at 60 tokens/s, 40 tokens are two thirds of a second of streaming.
+        #expect(TextGenerator(prompt: HomebaseChecks.cancelPrompt).tokens.count >= 40)
+        let system = try System()
+        let guestDirectory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: guestDirectory) }
+        do {
+            #expect(await system.ready())
+            let guest = try HomebaseChecks.identity(stateDirectory: guestDirectory).publicKey
+            let state = system.state
+            var o = HomebaseCheckOptions(host: system.host, relayURL: system.relay.url)
+            o.stateDirectory = guestDirectory
+            o.waitGrant = .seconds(10)
+            let notices = Lines()
+            o.notice = { notices.append($0) }
+            // The owner's side: once the join is recorded as pending, grant every model.
+            o.onWaitingForGrant = { key in
+                let registry = try? GuestRegistry(state: state)
+                for _ in 0..<200 {
+                    if (try? registry?.currentRecord(for: key)) != nil { break }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+                do { try registry?.grant(guest: key, models: .all, expiresAt: nil, nowMs: Posix.wallClockMs) } catch {
+                    Issue.record("grant failed: \(error)")
+                }
+            }
+            o.revoke = { try GuestRegistry(state: state).revoke(guest: guest, nowMs: Posix.wallClockMs) }
+            let runner = CheckRunner(emit: nil)
+            let started = ContinuousClock.now
+            await HomebaseChecks.run(o, into: runner)
+            let report = runner.report
+            for line in report.results.map(\.line) where !line.hasPrefix("PASS") { Issue.record("\(line)") }
+            #expect(report.results.map(\.name) == HomebaseChecks.names)
+            #expect(report.passed == HomebaseChecks.names.count, "\(report.summaryLine)")
+            #expect(report.exitCode == 0)
+            #expect(notices.all == ["conformance guest key: \(guest.hex)",
+                                    "waiting for a grant: run  homebase grant \(guest.hex)"])
+            #expect(ContinuousClock.now - started < .seconds(30))
+        } catch {
+            await system.stop()
+            throw error
+        }
+        await system.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSilentHostFailsTheGrantAndSkipsTheRest() async throws {
+        let relay = try InProcessRelay(limits: RelayLimits())
+        defer { relay.stop() }
+        let output = Lines()
+        let nobody = SigningSecretKey.generate().publicKey.hex
+        let code = await ConformanceCommand.run(
+            ["homebase", nobody, "--relay", relay.url, "--wait-grant", "1"], output: { output.append($0) },
+            notice: { _ in })
+        #expect(code == 1)
+        let lines = output.all
+        #expect(lines.first?.hasPrefix("FAIL grant-signature: no contact.grant within") == true)
+        #expect(lines.dropFirst().dropLast().allSatisfy { $0.hasPrefix("SKIP ") })
+        #expect(lines.count == HomebaseChecks.names.count + 1)
+        #expect(lines.last == "0 passed, 1 failed, \(HomebaseChecks.names.count - 1) skipped")
+    }
+
+    @Test func theGuestKeyIsKeptWithMode0600() throws {
+        let dir = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let first = try HomebaseChecks.identity(stateDirectory: dir)
+        let again = try HomebaseChecks.identity(stateDirectory: dir)
+        #expect(first.publicKey == again.publicKey)
+        let attributes = try FileManager.default.attributesOfItem(atPath: dir + "/" + HomebaseChecks.keyFileName)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try HomebaseChecks.identity(stateDirectory: nil).publicKey != first.publicKey)
+    }
+
+    @Test func aMalformedKeyFileIsRefused() throws {
+        let dir = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for text in ["", "zz", String(repeating: "ab", count: 31), String(repeating: "ab", count: 33)] {
+            try text.write(toFile: dir + "/" + HomebaseChecks.keyFileName, atomically: true, encoding: .utf8)
+            #expect(throws: CheckFailure.self) { try HomebaseChecks.identity(stateDirectory: dir) }
+        }
+    }
+
+    @Test func theCommandLineIsParsed() throws {
+        let hex = SigningSecretKey.generate().publicKey.hex
+        let o = try #require(ConformanceCommand.homebaseOptions(
+            [hex, "--relay", "ws://r/v1/relay", "--state", "/tmp/x", "--wait-grant", "5", "--model", "m:1",
+             "--token", "t", "--revoke-cmd", "true", "--insecure"]))
+        #expect(o.host.hex == hex && o.relayURL == "ws://r/v1/relay" && o.stateDirectory == "/tmp/x")
+        #expect(o.waitGrant == .seconds(5) && o.model == "m:1" && o.token == "t" && o.insecureSkipVerify)
+        #expect(o.revoke != nil)
+        // No relay, a bad key, a bad number, a flag without its value, an unknown flag.
+        for bad in [[hex], ["nothex", "--relay", "ws://r"], [hex, "--relay", "ws://r", "--wait-grant", "0"],
+                    [hex, "--relay"], [hex, "--relay", "ws://r", "--bogus", "1"], [String]()] {
+            #expect(ConformanceCommand.homebaseOptions(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func aFailingRevokeCommandThrows() async {
+        await #expect(throws: CheckFailure.self) { try await HomebaseChecks.shell("exit 3") }
+        await #expect(throws: Never.self) { try await HomebaseChecks.shell("true") }
+    }
+}
+
+/// Lines collected from several threads.
+final class Lines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+
+    func append(_ line: String) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.lines.append(line)
+    }
+
+    var all: [String] {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.lines
+    }
+}
