@@ -4,26 +4,8 @@ import HomebaseCore
 /// What the running daemon reports about itself, written to the state database every few seconds and on every
 /// change, so `homebase status` and `homebase models` answer whether or not they can reach it.
 public struct DaemonStatus: Codable, Equatable, Sendable {
-    public struct Model: Codable, Equatable, Sendable {
-        public var tag: String
-        public var family: String
-        public var parameterSize: String
-        public var quantization: String
-        public var capabilities: [String]
-        public var contextLength: Int?
-        public var loaded: Bool
-
-        public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
-                    contextLength: Int?, loaded: Bool) {
-            self.tag = tag
-            self.family = family
-            self.parameterSize = parameterSize
-            self.quantization = quantization
-            self.capabilities = capabilities
-            self.contextLength = contextLength
-            self.loaded = loaded
-        }
-    }
+    /// The runtime's models as the daemon last saw them (the same shape adverts are built from).
+    public typealias Model = RuntimeModelInfo
 
     public var pid: Int32
     public var updatedAtMs: UInt64
@@ -49,10 +31,7 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
         self.runtimeAvailable = runtime.available
         self.runtimeVersion = runtime.version
         self.runtimeError = runtime.lastError
-        self.models = runtime.models.map {
-            Model(tag: $0.tag, family: $0.family, parameterSize: $0.parameterSize, quantization: $0.quantization,
-                  capabilities: $0.capabilities, contextLength: $0.contextLength, loaded: $0.loaded)
-        }
+        self.models = runtime.models
     }
 
     public func isFresh(nowMs: UInt64) -> Bool { nowMs < self.updatedAtMs + Self.staleAfterMs }

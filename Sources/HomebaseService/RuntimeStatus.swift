@@ -1,7 +1,7 @@
 import HomebaseCore
 
 /// One model installed on the Homebase's runtime, as the advert describes it.
-public struct RuntimeModelInfo: Sendable, Equatable {
+public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var tag: String
     public var family: String
     public var parameterSize: String
