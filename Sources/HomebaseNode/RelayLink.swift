@@ -52,6 +52,9 @@ public final class RelayLink: Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let finished = DispatchSemaphore(value: 0)
+    /// A wake byte is in the pipe and the I/O thread has not drained it yet: further enqueues need not write
+    /// another (one pipe write per burst instead of one per frame).
+    private let wakePending = Atomic<Bool>(false)
 
     public init(url: String, key: SigningSecretKey, options: Options = Options(),
                 onEvent: @escaping @Sendable (Event) -> Void) {
@@ -106,6 +109,7 @@ public final class RelayLink: Sendable {
     }
 
     private func wake() {
+        guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var b: UInt8 = 1
         _ = write(self.wakeWrite, &b, 1)
     }
@@ -251,14 +255,30 @@ public final class RelayLink: Sendable {
                    pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 2, timeoutMs)
         if fds[1].revents != 0 {
+            // Drain, then clear the flag: an enqueue before the clear finds the flag set and writes nothing, but
+            // its frame is already queued and the caller re-reads the queue right after this returns; an enqueue
+            // after the clear writes a fresh byte. No wake-up is lost either way.
             var buf = [UInt8](repeating: 0, count: 64)
             while read(self.wakeRead, &buf, buf.count) > 0 {}
+            self.wakePending.store(false, ordering: .releasing)
         }
     }
 
+    /// Waits out a reconnect delay; a stop cuts it short. A stale wake byte (a frame queued just before the
+    /// connection dropped) is drained first, so it cannot turn the backoff into an immediate retry.
     private func sleep(ms: UInt64) {
-        var fds = [pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 1, Int32(min(ms, 60_000)))
+        let deadline = Posix.monotonicMs + ms
+        while !self.isStopped {
+            let now = Posix.monotonicMs
+            guard now < deadline else { return }
+            var fds = [pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 1, Int32(min(deadline - now, 60_000)))
+            if fds[0].revents != 0 {
+                var buf = [UInt8](repeating: 0, count: 64)
+                while read(self.wakeRead, &buf, buf.count) > 0 {}
+                self.wakePending.store(false, ordering: .releasing)
+            }
+        }
     }
 }
 
