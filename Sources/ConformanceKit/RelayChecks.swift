@@ -47,7 +47,7 @@ public enum RelayChecks {
             })
         }
         if let command = o.restartCommand {
-            list.append(Check("durability-kill-9") { try Self.durability(o, command: command) })
+            list.append(Check("durability-kill-9") { try await Self.durability(o, command: command) })
         }
         return list
     }
@@ -382,7 +382,7 @@ public enum RelayChecks {
 
     // MARK: Durability (§5, kill -9)
 
-    static func durability(_ o: RelayCheckOptions, command: String) throws -> CheckOutcome {
+    static func durability(_ o: RelayCheckOptions, command: String) async throws -> CheckOutcome {
         let dKey = SigningSecretKey.generate()
         let payloads: [[UInt8]] = (0..<o.durabilityFrames).map { i in Array("durable-\(i)".utf8) }
         do {
@@ -394,14 +394,9 @@ public enum RelayChecks {
                 guard r.1 == .stored else { return .fail("frame \(i + 1) got receipt \(r.1.rawValue), expected 1") }
             }
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            return .fail("restart command exited \(process.terminationStatus)")
-        }
+        // Foundation's blocking waitUntilExit() hung here on Linux when the command left a background child (the
+        // restarted relay); the termination handler does not.
+        do { try await HomebaseChecks.shell(command) } catch { return .fail("restart command failed: \(error)") }
         let d = try Self.reconnect(o, key: dKey, within: .seconds(20))
         defer { d.close() }
         guard d.stored == UInt32(payloads.count) else {

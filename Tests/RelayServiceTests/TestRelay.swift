@@ -74,14 +74,20 @@ final class TestClient {
 
     var pk: PublicKey { self.key.publicKey }
 
+    /// Connects to a relay at `url` (any relay, e.g. a subprocess) and logs in.
+    convenience init(url: String, key: SigningSecretKey = .generate()) throws {
+        try self.init(nil, key: key, url: url)
+    }
+
     /// Connects; logs in unless `login` is false.
-    init(_ relay: TestRelay, key: SigningSecretKey = .generate(), login: Bool = true,
+    init(_ relay: TestRelay?, key: SigningSecretKey = .generate(), login: Bool = true,
          headers: [(String, String)] = [], url: String? = nil) throws {
         self.key = key
         var o = WebSocketClient.Options(subprotocol: "homebase-relay.v1")
         o.headers = headers
         o.maxMessageBytes = 1 << 20
-        self.ws = try WebSocketClient.connect(url ?? relay.url, options: o)
+        guard let target = url ?? relay?.url else { throw TestFailure("no relay URL") }
+        self.ws = try WebSocketClient.connect(target, options: o)
         if login { try self.login() }
     }
 
