@@ -1,8 +1,8 @@
 import Foundation
 import HomebaseCore
 
-/// What the running daemon reports about itself, written to the state database every few seconds and on every
-/// change, so `homebase status` and `homebase models` answer whether or not they can reach it.
+/// What the running daemon reports about itself, written to the state database within 250 ms of a change and
+/// every 2 s, so `homebase status` and `homebase models` answer whether or not they can reach it.
 public struct DaemonStatus: Codable, Equatable, Sendable {
     /// The runtime's models as the daemon last saw them (the same shape adverts are built from).
     public typealias Model = RuntimeModelInfo

@@ -84,15 +84,28 @@ public final class HomebaseRunner: Sendable {
         self.logger.notice("Homebase stopped")
     }
 
+    /// Writes the daemon's status for the CLI: within 250 ms of a change (relay link, runtime), and every 2 s
+    /// anyway so a reader can tell a live daemon from a stale report.
     private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String) async {
         let pid = ProcessInfo.processInfo.processIdentifier
+        var last: (connected: Bool, runtime: RuntimeStatus)?
+        var lastWriteMs: UInt64 = 0
         while !Task.isCancelled {
-            let status = DaemonStatus(pid: pid, updatedAtMs: Posix.wallClockMs, relayURL: relayURL,
-                                      relayConnected: messenger.isConnected, runtime: monitor.current)
-            do { try self.state.setDaemonStatus(status) } catch {
-                self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])
+            let connected = messenger.isConnected
+            let runtime = monitor.current
+            let now = Posix.wallClockMs
+            if last.map({ $0.connected != connected || $0.runtime != runtime }) ?? true || now >= lastWriteMs + 2_000 {
+                let status = DaemonStatus(pid: pid, updatedAtMs: now, relayURL: relayURL, relayConnected: connected,
+                                          runtime: runtime)
+                do {
+                    try self.state.setDaemonStatus(status)
+                    last = (connected, runtime)
+                    lastWriteMs = now
+                } catch {
+                    self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])
+                }
             }
-            try? await Task.sleep(for: .seconds(2))
+            try? await Task.sleep(for: .milliseconds(250))
         }
     }
 }
