@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseTransport
@@ -123,19 +126,34 @@ public enum HomebaseChecks {
 
     /// Runs `command` with `/bin/sh -c` (its stdout sent to our stderr); throws unless it exits 0.
     public static func shell(_ command: String) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        // Its output goes to stderr so stdout stays the report (one JSON document with --json).
-        process.standardOutput = FileHandle.standardError
+        // posix_spawn + waitpid rather than Foundation's Process: Process reported termination only once every
+        // process holding one of its inherited descriptors had exited, so a command that restarts a relay in
+        // the background (`kill -9 …; relay … &`) never "finished".
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: CheckFailure("cannot run /bin/sh: \(error)"))
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try Self.spawnAndWait(command) })
             }
         }
         guard status == 0 else { throw CheckFailure("`\(command)` exited with status \(status)") }
+    }
+
+    /// Runs `/bin/sh -c command` with its stdout on our stderr (stdout stays the report); returns its exit status.
+    static func spawnAndWait(_ command: String) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, 2, 1)
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(command), nil]
+        defer { for p in argv { free(p) } }
+        let rc = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
+        guard rc == 0 else { throw CheckFailure("cannot run /bin/sh: errno \(rc)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw CheckFailure("waitpid failed: errno \(errno)") }
+        }
+        // WIFEXITED / WEXITSTATUS, spelled out (the C macros are not imported).
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }
 
