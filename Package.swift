@@ -56,7 +56,7 @@ let package = Package(
         .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
         .executableTarget(name: "inference-bench",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),
-        .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
+        .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport", "OllamaEmulatorKit"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),

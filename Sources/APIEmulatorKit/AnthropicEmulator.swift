@@ -149,7 +149,7 @@ public final class AnthropicEmulator: Sendable {
 
         func event(_ name: String, _ fields: [(String, EmulatorJSON)]) -> [UInt8] {
             let data = EmulatorJSON.object([("type", .string(name))] + fields)
-            return Array("event: \(name)\ndata: ".utf8) + data.bytes + Array("\n\n".utf8)
+            return Array("event: \(name)\ndata: ".utf8) + data.plainBytes + Array("\n\n".utf8)
         }
         guard writer.startStream(status: 200, headers: APIEmulatorCore.sseHeaders + [("request-id", "req_emulator")])
         else { return }
@@ -184,7 +184,7 @@ public final class AnthropicEmulator: Sendable {
                 ("type", .string("tool_use")), ("id", .string(tool.id)), ("name", .string(tool.name)),
                 ("input", .object([])),
             ]))])
-            for piece in [""] + EmulatorText.pieces(tool.input.serialized(), size: 5) {
+            for piece in [""] + EmulatorText.pieces(tool.input.serialized(htmlSafe: false), size: 5) {
                 tail += event("content_block_delta", [("index", .int(1)), ("delta", .object([
                     ("type", .string("input_json_delta")), ("partial_json", .string(piece)),
                 ]))])
@@ -237,11 +237,11 @@ public final class AnthropicEmulator: Sendable {
                        body: EmulatorJSON.object([
                            ("type", .string("error")),
                            ("error", .object([("type", .string(type)), ("message", .string(message))])),
-                       ]).bytes)
+                       ]).plainBytes)
     }
 
     private func respond(_ writer: HTTPResponseWriter, _ status: Int, _ json: EmulatorJSON) {
         writer.respond(status: status, headers: [APIEmulatorCore.jsonType, ("request-id", "req_emulator")],
-                       body: json.bytes)
+                       body: json.plainBytes)
     }
 }

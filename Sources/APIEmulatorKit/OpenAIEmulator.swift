@@ -117,7 +117,7 @@ public final class OpenAIEmulator: Sendable {
             let function = tools.first { ($0["function"] as? [String: Any])?["name"] as? String == name }?["function"]
             let schema = (function as? [String: Any])?["parameters"] as? [String: Any]
             let id = "call_" + String(String(EmulatorText.hash(prompt + name), radix: 36).prefix(24))
-            toolCall = (id, name, EmulatorText.arguments(prompt: prompt, schema: schema).serialized())
+            toolCall = (id, name, EmulatorText.arguments(prompt: prompt, schema: schema).serialized(htmlSafe: false))
             tokens = []
             finish = "tool_calls"
         }
@@ -159,7 +159,7 @@ public final class OpenAIEmulator: Sendable {
             ]
             if let usage { fields.append(("usage", usage)) } else if includeUsage { fields.append(("usage", .null)) }
             if obfuscation { fields.append(("obfuscation", .string("nqlUcq"))) }
-            return Array("data: ".utf8) + EmulatorJSON.object(fields).bytes + Array("\n\n".utf8)
+            return Array("data: ".utf8) + EmulatorJSON.object(fields).plainBytes + Array("\n\n".utf8)
         }
         func choice(_ delta: [(String, EmulatorJSON)], finish: String? = nil) -> EmulatorJSON {
             .object([("index", .int(0)), ("delta", .object(delta)), ("logprobs", .null),
@@ -196,7 +196,7 @@ public final class OpenAIEmulator: Sendable {
                 ("message", .string("The server had an error while processing your request. Sorry about that!")),
                 ("type", .string("server_error")), ("param", .null), ("code", .null),
             ]))])
-            _ = writer.writeChunk(Array("data: ".utf8) + error.bytes + Array("\n\n".utf8))
+            _ = writer.writeChunk(Array("data: ".utf8) + error.plainBytes + Array("\n\n".utf8))
             return writer.finish()
         case .completed:
             break
@@ -223,6 +223,6 @@ public final class OpenAIEmulator: Sendable {
     }
 
     private func respond(_ writer: HTTPResponseWriter, _ status: Int, _ json: EmulatorJSON) {
-        writer.respond(status: status, headers: [APIEmulatorCore.jsonType], body: json.bytes)
+        writer.respond(status: status, headers: [APIEmulatorCore.jsonType], body: json.plainBytes)
     }
 }
