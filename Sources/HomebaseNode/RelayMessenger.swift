@@ -24,8 +24,7 @@ public final class RelayMessenger: PeerMessenger {
     private let linkBox = Mutex<RelayLink?>(nil)
 
     private struct State {
-        var nextSendID: UInt32 = 1
-        var receipts: [UInt32: @Sendable (SendOutcome) -> Void] = [:]
+        var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
         var keys: [PublicKey: SymmetricKey] = [:]
         var drops: [String: Int] = [:]
         var maxPayload = RelayLimits().maxPayloadBytes
@@ -72,17 +71,15 @@ public final class RelayMessenger: PeerMessenger {
             onReceipt?(.receipt(.payloadTooLarge))
             return
         }
-        let sendID: UInt32 = self.state.withLock { s in
-            guard onReceipt != nil else { return 0 }
-            let id = s.nextSendID
-            s.nextSendID = s.nextSendID == UInt32.max ? 1 : s.nextSendID + 1
-            s.receipts[id] = onReceipt
-            return id
+        let (sendID, evicted): (UInt32, (@Sendable (SendOutcome) -> Void)?) = self.state.withLock { s in
+            guard let onReceipt else { return (0, nil) }
+            return s.receipts.register(onReceipt)
         }
+        evicted?(.notConnected)
         let frame = RelayFrame.send(sendID: sendID, recipient: peer, flags: store ? SendFlags.store : 0,
                                     payload: sealed[...])
         if !(self.link?.enqueue(frame) ?? false) {
-            let cb = self.state.withLock { $0.receipts.removeValue(forKey: sendID) }
+            let cb = self.state.withLock { $0.receipts.complete(sendID) }
             cb?(.notConnected)
         }
     }
@@ -128,7 +125,7 @@ public final class RelayMessenger: PeerMessenger {
             self.logger.debug("Relay link stopped", metadata: ["reason": reason])
             self.failPendingReceipts()
         case .frame(.receipt(let sendID, let status)):
-            let cb = self.state.withLock { $0.receipts.removeValue(forKey: sendID) }
+            let cb = self.state.withLock { $0.receipts.complete(sendID) }
             cb?(.receipt(status))
         case .frame(.deliver(let sender, let deliveryID, let payload)):
             self.open(payload, from: sender)
@@ -141,8 +138,7 @@ public final class RelayMessenger: PeerMessenger {
 
     private func failPendingReceipts() {
         let pending = self.state.withLock { s -> [@Sendable (SendOutcome) -> Void] in
-            defer { s.receipts.removeAll() }
-            return Array(s.receipts.values)
+            s.receipts.drain()
         }
         for cb in pending { cb(.notConnected) }
     }
