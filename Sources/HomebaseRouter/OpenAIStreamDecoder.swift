@@ -29,6 +29,8 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private var usage: Usage?
     private var callsEmitted = false
     private(set) var isComplete = false
+    /// Reused for every chunk of the stream (one decode per token).
+    private let chunkDecoder = JSONDecoder()
 
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
@@ -96,7 +98,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         struct IgnoredValue: Decodable {
             init(from decoder: any Decoder) throws {}
         }
-        guard let chunk = try? JSONDecoder().decode(Chunk.self, from: Data(data.utf8)), chunk.error == nil else {
+        guard let chunk = try? self.chunkDecoder.decode(Chunk.self, from: Data(data.utf8)), chunk.error == nil else {
             return nil
         }
         var out: [ChatEngineEvent] = []
