@@ -64,7 +64,7 @@ extension Message {
                 type: self.type, id: r.id, model: r.model, messages: r.messages, options: r.options,
                 conversation: r.conversation, tools: nil))
         case .inferAccept(let a): return enc(Typed(type: self.type, body: a))
-        case .inferChunk(let c): return enc(Typed(type: self.type, body: c))
+        case .inferChunk(let c): return Self.chunkJSON(c)
         case .inferDone(let d): return enc(Typed(type: self.type, body: d))
         case .inferError(let e): return enc(Typed(type: self.type, body: e))
         case .inferCancel(let id): return enc(IDWire(type: self.type, id: id))
@@ -79,6 +79,21 @@ extension Message {
         case .contactJoin(let name): return enc(NameWire(type: self.type, name: name))
         case .unknown(let t): return enc(TypeProbe(type: t))
         }
+    }
+
+    /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
+    /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
+    static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(chunk.text.utf8.count + chunk.id.utf8.count + 48)
+        out += #"{"id":"#.utf8
+        JSONStringWriter.append(chunk.id, to: &out)
+        out += #","seq":"#.utf8
+        out += String(chunk.seq).utf8
+        out += #","text":"#.utf8
+        JSONStringWriter.append(chunk.text, to: &out)
+        out += #","type":"infer.chunk"}"#.utf8
+        return out
     }
 
     /// The padded plaintext a sender seals.
