@@ -29,8 +29,6 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private var usage: Usage?
     private var callsEmitted = false
     private(set) var isComplete = false
-    /// Reused for every chunk of the stream (one decode per token).
-    private let chunkDecoder = JSONDecoder()
 
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
@@ -70,52 +68,51 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         return out
     }
 
-    /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), decoded with a typed
-    /// decoder instead of `JSONSerialization`'s dictionaries. Returns nil for anything else (tool calls, errors,
-    /// unexpected types), which then takes the general path with its precise error reporting.
+    /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), read with the small
+    /// `JSONNode` parser instead of `JSONSerialization`'s dictionaries. Returns nil for anything else (tool
+    /// calls, errors, unexpected types), which then takes the general path with its precise error reporting.
     private mutating func decodeCommonChunk(_ data: String) -> [ChatEngineEvent]? {
-        struct Chunk: Decodable {
-            struct Choice: Decodable {
-                struct Delta: Decodable {
-                    var content: String?
-                    var toolCalls: [IgnoredValue]?
-                    enum CodingKeys: String, CodingKey { case content, toolCalls = "tool_calls" }
-                }
-                var index: Int?
-                var delta: Delta?
-                var finishReason: String?
-                enum CodingKeys: String, CodingKey { case index, delta, finishReason = "finish_reason" }
-            }
-            struct ChunkUsage: Decodable {
-                var promptTokens: Int
-                var completionTokens: Int
-                enum CodingKeys: String, CodingKey { case promptTokens = "prompt_tokens", completionTokens = "completion_tokens" }
-            }
-            var choices: [Choice]?
-            var usage: ChunkUsage?
-            var error: IgnoredValue?
-        }
-        struct IgnoredValue: Decodable {
-            init(from decoder: any Decoder) throws {}
-        }
-        guard let chunk = try? self.chunkDecoder.decode(Chunk.self, from: Data(data.utf8)), chunk.error == nil else {
-            return nil
-        }
+        guard let chunk = try? JSONNode.parse(data), chunk.isObject else { return nil }
+        if let error = chunk["error"], !error.isNull { return nil }
         var out: [ChatEngineEvent] = []
-        for (position, choice) in (chunk.choices ?? []).enumerated() {
-            guard (choice.index ?? position) == 0 else { continue }
-            if choice.delta?.toolCalls?.isEmpty == false { return nil }
-            if let content = choice.delta?.content, !content.isEmpty { out.append(.text(content)) }
-            if let reason = choice.finishReason {
-                // Joined tool calls are emitted (and checked) by the general path.
-                guard self.calls.isEmpty else { return nil }
-                self.finish = Self.reason(reason)
+        var finish: FinishReason?
+        if let choices = chunk["choices"], !choices.isNull {
+            guard let items = choices.arrayValue else { return nil }
+            for (position, choice) in items.enumerated() {
+                guard choice.isObject else { return nil }
+                var index = position
+                if let value = choice["index"], !value.isNull {
+                    guard let int = value.intValue else { return nil }
+                    index = int
+                }
+                guard index == 0 else { continue }
+                if let delta = choice["delta"], !delta.isNull {
+                    guard delta.isObject else { return nil }
+                    if let calls = delta["tool_calls"], !calls.isNull {
+                        guard let items = calls.arrayValue, items.isEmpty else { return nil }
+                    }
+                    if let content = delta["content"], !content.isNull {
+                        guard let text = content.stringValue else { return nil }
+                        if !text.isEmpty { out.append(.text(text)) }
+                    }
+                }
+                if let reason = choice["finish_reason"], !reason.isNull {
+                    // Joined tool calls are emitted (and checked) by the general path.
+                    guard let text = reason.stringValue, self.calls.isEmpty else { return nil }
+                    finish = Self.reason(text)
+                }
             }
         }
-        if let u = chunk.usage {
-            guard u.promptTokens >= 0, u.completionTokens >= 0 else { return nil }
-            self.usage = Usage(promptTokens: u.promptTokens, completionTokens: u.completionTokens)
+        var usage: Usage?
+        if let object = chunk["usage"], !object.isNull {
+            guard let prompt = object["prompt_tokens"]?.intValue, let completion = object["completion_tokens"]?.intValue,
+                prompt >= 0, completion >= 0
+            else { return nil }
+            usage = Usage(promptTokens: prompt, completionTokens: completion)
         }
+        // Only now, when the whole chunk was understood, does it change the decoder's state.
+        if let finish { self.finish = finish }
+        if let usage { self.usage = usage }
         return out
     }
 
