@@ -58,27 +58,39 @@ public struct SSEParser: Sendable {
     public mutating func append<C: Collection>(_ bytes: C) throws(SSEParser.Error) -> [SSEEvent]
     where C.Element == UInt8 {
         guard !self.failed else { throw .eventTooLarge(limit: self.maxEventBytes) }
+        let result = bytes.withContiguousStorageIfAvailable { buffer in self.append(contiguous: buffer) }
+            ?? Array(bytes).withUnsafeBufferPointer { buffer in self.append(contiguous: buffer) }
+        return try result.get()
+    }
+
+    /// The work of `append`: runs of bytes between line ends are copied in one piece.
+    private mutating func append(contiguous bytes: UnsafeBufferPointer<UInt8>) -> Result<[SSEEvent], SSEParser.Error> {
         var events: [SSEEvent] = []
-        for byte in bytes {
+        var index = 0
+        let count = bytes.count
+        while index < count {
             if self.lastWasCR {
                 self.lastWasCR = false
-                if byte == UInt8(ascii: "\n") {
-                    continue  // second half of a `\r\n` whose `\r` already ended the line
+                if bytes[index] == UInt8(ascii: "\n") {
+                    index += 1  // second half of a `\r\n` whose `\r` already ended the line
+                    continue
                 }
             }
-            switch byte {
-            case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
-                self.lastWasCR = byte == UInt8(ascii: "\r")
-                if let event = self.lineCompleted() {
-                    events.append(event)
-                }
-                try self.checkSize()
-            default:
-                self.line.append(byte)
-                try self.checkSize()
+            var end = index
+            while end < count, bytes[end] != UInt8(ascii: "\n"), bytes[end] != UInt8(ascii: "\r") { end += 1 }
+            if end > index {
+                self.line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<end]))
+                do { try self.checkSize() } catch { return .failure(error) }
             }
+            guard end < count else { break }
+            self.lastWasCR = bytes[end] == UInt8(ascii: "\r")
+            index = end + 1
+            if let event = self.lineCompleted() {
+                events.append(event)
+            }
+            do { try self.checkSize() } catch { return .failure(error) }
         }
-        return events
+        return .success(events)
     }
 
     private mutating func checkSize() throws(SSEParser.Error) {
