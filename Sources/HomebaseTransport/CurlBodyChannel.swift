@@ -6,6 +6,10 @@ import Synchronization
 /// accepts the piece; otherwise it answers `.full` and the transfer pauses (CURL_WRITEFUNC_PAUSE) until the
 /// consumer takes the waiting bytes, so at most `highWaterBytes` plus one libcurl piece (CURL_MAX_WRITE_SIZE,
 /// 16 KiB, more only after decompression) is ever buffered. The consumer takes everything waiting at once.
+///
+/// A waiting consumer is woken by `flush`, which the loop calls once per pass, not by each offer: libcurl
+/// hands over one piece per HTTP chunk, and a pass that reads several would otherwise wake the consumer for
+/// the first and leave the rest for a second wake-up.
 final class CurlBodyChannel: Sendable {
     enum Offer: Equatable {
         case accepted
@@ -97,24 +101,33 @@ final class CurlBodyChannel: Sendable {
     // MARK: Body, producer side (loop thread)
 
     func offer(_ bytes: UnsafeRawBufferPointer) -> Offer {
-        let (offer, waiter): (Offer, CheckedContinuation<[UInt8]?, Error>?) = self.state.withLock { state in
+        self.state.withLock { state in
             if state.consumerGone {
-                return (.consumerGone, nil)
-            }
-            if let waiter = state.waiter {
-                precondition(state.buffered.isEmpty, "a consumer waits only when nothing is buffered")
-                state.waiter = nil
-                return (.accepted, waiter)
+                return .consumerGone
             }
             if state.buffered.count >= self.highWaterBytes {
                 state.producerPaused = true
-                return (.full, nil)
+                return .full
             }
             state.buffered.append(contentsOf: bytes)
-            return (.accepted, nil)
+            return .accepted
         }
-        waiter?.resume(returning: Array(bytes))
-        return offer
+    }
+
+    /// Loop thread, after a pass: hands what was offered to a waiting consumer. Returns whether the producer
+    /// was paused (buffer full) and must now be resumed.
+    func flush() -> Bool {
+        let (bytes, waiter, resume): ([UInt8], CheckedContinuation<[UInt8]?, Error>?, Bool) = self.state.withLock { state in
+            guard let waiter = state.waiter, !state.buffered.isEmpty else { return ([], nil, false) }
+            state.waiter = nil
+            let bytes = state.buffered
+            state.buffered = []
+            let resume = state.producerPaused
+            state.producerPaused = false
+            return (bytes, waiter, resume)
+        }
+        waiter?.resume(returning: bytes)
+        return resume
     }
 
     /// The transfer ended: `nil` for success. A head still awaited fails with `error`.
@@ -122,15 +135,23 @@ final class CurlBodyChannel: Sendable {
         if let error {
             self.resolveHead(.failure(error))
         }
-        let waiter: CheckedContinuation<[UInt8]?, Error>? = self.state.withLock { state in
-            guard state.end == nil else { return nil }
+        let (waiter, bytes): (CheckedContinuation<[UInt8]?, Error>?, [UInt8]?) = self.state.withLock { state in
+            guard state.end == nil else { return (nil, nil) }
             state.end = error.map { .failure($0) } ?? .success(())
-            guard let waiter = state.waiter else { return nil }
+            guard let waiter = state.waiter else { return (nil, nil) }
             state.waiter = nil
+            if !state.buffered.isEmpty {
+                // The last bytes first; the end is reported to the next take.
+                let bytes = state.buffered
+                state.buffered = []
+                return (waiter, bytes)
+            }
             state.endReported = true
-            return waiter
+            return (waiter, nil)
         }
-        if let error {
+        if let bytes {
+            waiter?.resume(returning: bytes)
+        } else if let error {
             waiter?.resume(throwing: error)
         } else {
             waiter?.resume(returning: nil)

@@ -150,6 +150,7 @@ final class CurlMultiLoop: Sendable {
             for transfer in work.resumed {
                 guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
                 transfer.isPaused = false
+                transfer.pacedUntil = nil  // CONT below lifts a pacing pause too
                 transfer.lastActivity = .now
                 // May call the write callback right here with the held-back bytes (and pause again).
                 _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
@@ -165,10 +166,23 @@ final class CurlMultiLoop: Sendable {
                 remove(easy)?.finish(curlCode: code)
             }
 
-            let now = ContinuousClock.now
+            var now = ContinuousClock.now
             var nextDeadline: ContinuousClock.Instant?
+            var unpaced = false
             for (easy, transfer) in active {
-                guard let idle = transfer.request.idleTimeout, !transfer.isPaused else { continue }
+                if let interval = transfer.request.bodyPacing?.interval {
+                    self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
+                    if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {
+                        nextDeadline = until
+                    }
+                }
+                // One wake-up of the consumer for everything this pass delivered.
+                if transfer.flushDelivery() {
+                    self.resume(transfer)
+                }
+                guard let idle = transfer.request.idleTimeout, !transfer.isPaused, transfer.pacedUntil == nil else {
+                    continue
+                }
                 let deadline = transfer.lastActivity + idle
                 if deadline <= now {
                     transfer.fail(.timedOut)
@@ -178,10 +192,48 @@ final class CurlMultiLoop: Sendable {
                 }
             }
             var timeout = Self.maxPollMilliseconds
-            if let nextDeadline {
+            if unpaced {
+                // Reading resumed: let curl_multi_perform read what waited, without sleeping first.
+                timeout = 0
+            } else if let nextDeadline {
+                now = ContinuousClock.now
                 timeout = Int32(min(Int(timeout), milliseconds(nextDeadline - now)))
             }
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+        }
+    }
+
+    /// The origin of the pacing grid: paused transfers resume on multiples of their interval from here.
+    private static let pacingOrigin = ContinuousClock.now
+
+    /// The first grid tick after `now`. Transfers paced alike resume together, so one wake-up of this thread
+    /// (and one burst of work downstream) serves all of them, instead of one each at scattered times. A
+    /// transfer is read at most once per tick and waits at most one interval.
+    static func nextTick(after now: ContinuousClock.Instant, interval: Duration) -> ContinuousClock.Instant {
+        let ticks = (now - Self.pacingOrigin) / interval
+        return Self.pacingOrigin + interval * (Int(ticks.rounded(.down)) + 1)
+    }
+
+    /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`; when
+    /// the time is up, read again (`unpaced` asks the loop for another pass at once).
+    private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: Duration,
+                      now: ContinuousClock.Instant, unpaced: inout Bool) {
+        if let until = transfer.pacedUntil {
+            guard until <= now else { return }
+            transfer.pacedUntil = nil
+            transfer.lastActivity = now  // paced time is not silence: the idle timeout counts from here
+            if !transfer.isPaused {
+                // May deliver what libcurl holds right here, which asks for the next pause.
+                _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
+                unpaced = true
+            }
+        }
+        if transfer.wantsPacingPause {
+            transfer.wantsPacingPause = false
+            // A transfer the consumer paused (buffer full) stays paused until it resumes it.
+            guard !transfer.isPaused, transfer.pacedUntil == nil else { return }
+            _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
+            transfer.pacedUntil = Self.nextTick(after: now, interval: interval)
         }
     }
 }

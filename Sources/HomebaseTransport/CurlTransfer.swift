@@ -39,6 +39,10 @@ final class CurlTransfer: @unchecked Sendable {
     var lastActivity = ContinuousClock.now
     /// The write callback returned CURL_WRITEFUNC_PAUSE and `curl_easy_pause(CONT)` has not been called since.
     var isPaused = false
+    /// A delivery asked for read pacing (`HTTPRequest.bodyPacing`): the loop pauses reading after this pass.
+    var wantsPacingPause = false
+    /// Reading is paused for pacing (CURLPAUSE_RECV) until this time.
+    var pacedUntil: ContinuousClock.Instant?
 
     init(request: HTTPRequest, delivery: Delivery) {
         self.request = request
@@ -252,6 +256,9 @@ final class CurlTransfer: @unchecked Sendable {
         case .streamed(let channel):
             switch channel.offer(bytes) {
             case .accepted:
+                if let pacing = self.request.bodyPacing, pacing.isStarted {
+                    self.wantsPacingPause = true
+                }
                 return bytes.count
             case .full:
                 // libcurl keeps these bytes and hands them to us again after curl_easy_pause(CONT).
@@ -261,6 +268,13 @@ final class CurlTransfer: @unchecked Sendable {
                 return 0
             }
         }
+    }
+
+    /// After a loop pass: wakes the consumer of a streamed body with what this pass delivered. Returns
+    /// whether the transfer was paused for a full buffer and must be resumed.
+    func flushDelivery() -> Bool {
+        guard case .streamed(let channel) = self.delivery else { return false }
+        return channel.flush()
     }
 
     // MARK: Completion (loop thread)

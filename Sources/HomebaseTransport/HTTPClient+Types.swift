@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One HTTP request for `HTTPClient`: what to send, and the limits that end it.
 public struct HTTPRequest: Sendable {
     /// `GET`, `POST`, `HEAD`, `PUT`, `DELETE`, … (sent as given).
@@ -28,6 +30,9 @@ public struct HTTPRequest: Sendable {
     public var followRedirects: Bool
     /// Asks for gzip/deflate/br and decompresses. Off by default: compression delays small streamed chunks.
     public var acceptCompressed: Bool
+    /// Read pacing for `stream(_:)`: once started, the socket is read at most once per interval, so a server
+    /// that writes one small piece per token costs one wake-up per interval, not one per token. `nil`: none.
+    public var bodyPacing: HTTPBodyPacing?
 
     public init(
         method: String = "GET",
@@ -56,6 +61,28 @@ public struct HTTPRequest: Sendable {
         self.followRedirects = followRedirects
         self.acceptCompressed = acceptCompressed
     }
+}
+
+/// Paces how often a streamed body is read, from the moment its consumer calls `start()`.
+///
+/// Before `start()` every piece is delivered as it arrives, so the first useful bytes (a model's first token)
+/// are never held. After it, each delivery pauses reading for `interval`; bytes the server sends meanwhile
+/// wait in the kernel's socket buffer and arrive together as the next piece. Nothing is buffered in the
+/// process that would not be anyway, and the idle timeout does not count paused time.
+public final class HTTPBodyPacing: Sendable {
+    public let interval: Duration
+    private let started = Atomic<Bool>(false)
+
+    public init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// From now on, deliveries are at least `interval` apart. Any thread; idempotent.
+    public func start() {
+        self.started.store(true, ordering: .relaxed)
+    }
+
+    public var isStarted: Bool { self.started.load(ordering: .relaxed) }
 }
 
 /// Status line and headers of the final response (interim 1xx responses and followed redirects are dropped).

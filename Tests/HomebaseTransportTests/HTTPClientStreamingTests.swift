@@ -26,6 +26,50 @@ struct HTTPClientStreamingTests {
         #expect(events.map(\.data) == (0..<5).map { #"{"n":\#($0)}"# } + ["[DONE]"])
     }
 
+    /// Reads `/drip` (60 events 5 ms apart), starting `pacing` after the first delivery; returns the number
+    /// of deliveries, the time of the first, and the events.
+    func drip(pacing: HTTPBodyPacing?, idleTimeout: Duration? = nil) async throws -> (Int, Duration, [String], Duration) {
+        let server = try await HTTPClientTestServer.start()
+        var request = HTTPRequest(url: server.url("/drip"), idleTimeout: idleTimeout)
+        request.bodyPacing = pacing
+        let start = ContinuousClock.now
+        let (_, body) = try await HTTPClient().stream(request)
+        var parser = SSEParser()
+        var events: [String] = []
+        var deliveries = 0
+        var first: Duration?
+        for try await piece in body {
+            deliveries += 1
+            first = first ?? ContinuousClock.now - start
+            pacing?.start()
+            events += try parser.append(piece).map(\.data)
+        }
+        return (deliveries, first ?? .zero, events, ContinuousClock.now - start)
+    }
+
+    static let dripEvents = (0..<60).map { #"{"n":\#($0)}"# } + ["[DONE]"]
+
+    @Test func pacedStreamIsReadInFewPiecesWithNothingLost() async throws {
+        let (unpaced, _, plain, _) = try await self.drip(pacing: nil)
+        let (paced, first, events, total) = try await self.drip(pacing: HTTPBodyPacing(interval: .milliseconds(100)))
+        #expect(plain == Self.dripEvents)
+        #expect(events == Self.dripEvents)
+        // One read per 100 ms after the first (the stream lasts 300 ms or more), where unpaced reads take
+        // nearly every event.
+        let bound = Int(total / .milliseconds(100)) + 3
+        #expect(paced <= bound, "paced deliveries: \(paced) in \(total)")
+        #expect(unpaced >= 20, "unpaced deliveries: \(unpaced)")
+        // Pacing starts after the first delivery, which is not held.
+        #expect(first < .milliseconds(90), "first delivery after \(first)")
+    }
+
+    @Test func pacedTimeIsNotSilence() async throws {
+        // The pause (150 ms) is longer than the idle timeout (80 ms), yet the server never falls silent.
+        let (_, _, events, _) = try await self.drip(pacing: HTTPBodyPacing(interval: .milliseconds(150)),
+                                                 idleTimeout: .milliseconds(80))
+        #expect(events == Self.dripEvents)
+    }
+
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
         let server = try await HTTPClientTestServer.start()
         let request = HTTPRequest(

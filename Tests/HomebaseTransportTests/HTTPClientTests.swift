@@ -65,6 +65,13 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(0.1)
             self.chunk(b"data: [DONE]\n\n")
             self.end_chunked()
+        elif path == "/drip":
+            self.start_chunked("text/event-stream")
+            for i in range(60):
+                self.chunk(b'data: {"n":%d}\n\n' % i)
+                time.sleep(0.005)
+            self.chunk(b"data: [DONE]\n\n")
+            self.end_chunked()
         elif path == "/silent":
             time.sleep(30)
         elif path == "/infinite":
