@@ -2,17 +2,21 @@
 /// without delaying the first chunk (Protocol/messages.md §2, chunking).
 ///
 /// Pure: the caller passes the time. The first text is emitted at once; later text is held until either
-/// `maxDelayMs` has passed since the last emitted chunk or `maxBytes` are pending.
+/// `maxDelayMs` has passed since the last emitted chunk or `maxBytes` are pending. Text that arrives less than
+/// `toleranceMs` before it would be due goes at once: a producer that already delivers about once per
+/// `maxDelayMs` (paced reads) then costs no hold timer for a few milliseconds of jitter.
 public struct ChunkCoalescer: Sendable {
     public let maxDelayMs: UInt64
     public let maxBytes: Int
+    public let toleranceMs: UInt64
     private var pending = ""
     private var pendingBytes = 0
     private var lastEmitMs: UInt64?
 
-    public init(maxDelayMs: UInt64 = 30, maxBytes: Int = 1024) {
+    public init(maxDelayMs: UInt64 = 30, maxBytes: Int = 1024, toleranceMs: UInt64 = 0) {
         self.maxDelayMs = maxDelayMs
         self.maxBytes = maxBytes
+        self.toleranceMs = min(toleranceMs, maxDelayMs)
     }
 
     public enum Decision: Equatable, Sendable {
@@ -30,7 +34,9 @@ public struct ChunkCoalescer: Sendable {
         self.pending += text
         self.pendingBytes += text.utf8.count
         guard let last = self.lastEmitMs else { return self.emit(nowMs: nowMs) }
-        if self.pendingBytes >= self.maxBytes || nowMs >= last + self.maxDelayMs { return self.emit(nowMs: nowMs) }
+        if self.pendingBytes >= self.maxBytes || nowMs + self.toleranceMs >= last + self.maxDelayMs {
+            return self.emit(nowMs: nowMs)
+        }
         return .holdUntil(last + self.maxDelayMs)
     }
 

@@ -35,4 +35,25 @@ public protocol ChatEngine: Sendable {
     /// Streams one completion. Cancelling the consuming task, or abandoning the stream, aborts the HTTP request
     /// at once. Errors are `ChatEngineError`.
     func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error>
+    /// The same stream with the events of one network read together, so a consumer that hops onto an actor
+    /// per element pays once per read rather than once per token. Never yields an empty batch.
+    func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error>
+}
+
+extension ChatEngine {
+    /// One event per batch, for engines without reads to group.
+    public func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
+        let events = self.stream(model: model, request: request)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await event in events { continuation.yield([event]) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
 }

@@ -29,6 +29,25 @@ enum HTTPChatTransport {
         AsyncThrowingStream { continuation in
             let task = Task {
                 do throws(ChatEngineError) {
+                    try await Self.pump(http: http, request: request, decoder: decoder) { batch in
+                        for event in batch { continuation.yield(event) }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// As `events`, one element per body piece read (`ChatEngine.batches`).
+    static func batches<D: ChatStreamDecoder>(
+        http: HTTPClient, request: HTTPRequest, decoder: D
+    ) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do throws(ChatEngineError) {
                     try await Self.pump(http: http, request: request, decoder: decoder) { continuation.yield($0) }
                     continuation.finish()
                 } catch {
@@ -39,8 +58,9 @@ enum HTTPChatTransport {
         }
     }
 
+    /// Sends the request and decodes the body; `yield` gets the events of each piece read, never empty.
     static func pump<D: ChatStreamDecoder>(
-        http: HTTPClient, request: HTTPRequest, decoder: D, yield: (ChatEngineEvent) -> Void
+        http: HTTPClient, request: HTTPRequest, decoder: D, yield: ([ChatEngineEvent]) -> Void
     ) async throws(ChatEngineError) {
         var decoder = decoder
         let head: HTTPClientResponseHead
@@ -55,12 +75,22 @@ enum HTTPChatTransport {
             throw .http(status: head.status, message: Self.errorMessage(bytes, status: head.status))
         }
         var parser = SSEParser()
+        // Paced reading starts once text flows: the first token is never held.
+        let pacing = request.bodyPacing
+        var pacingStarted = false
         do {
             for try await piece in body {
+                var batch: [ChatEngineEvent] = []
                 for event in try parser.append(piece) {
-                    for out in try decoder.decode(event) { yield(out) }
-                    if decoder.isComplete { return }
+                    batch += try decoder.decode(event)
+                    if decoder.isComplete { break }
                 }
+                if !pacingStarted, let pacing, batch.contains(where: { if case .text = $0 { true } else { false } }) {
+                    pacing.start()
+                    pacingStarted = true
+                }
+                if !batch.isEmpty { yield(batch) }
+                if decoder.isComplete { return }
             }
         } catch let error as ChatEngineError {
             throw error
@@ -70,7 +100,8 @@ enum HTTPChatTransport {
             throw Self.mapAfterHead(error)
         }
         if Task.isCancelled { throw .cancelled }
-        for out in try decoder.endOfStream() { yield(out) }
+        let last = try decoder.endOfStream()
+        if !last.isEmpty { yield(last) }
     }
 
     /// Reads a whole (small) body for a non-streamed call; status is the caller's business.

@@ -31,57 +31,81 @@ public struct OpenAIChatEngine: ChatEngine {
     public let maxTokensField: MaxTokensField
     public let connectTimeout: Duration
     public let idleTimeout: Duration
+    /// Once the first text has arrived, read the stream at most this often (`HTTPBodyPacing`); `nil` reads
+    /// every piece as it comes. For a server-side consumer that batches anyway (the Homebase coalesces chunks).
+    public let readPacing: Duration?
 
     public init(http: HTTPClient, baseURL: String, apiKey: @escaping @Sendable () -> String?,
                 maxTokensField: MaxTokensField = .maxCompletionTokens, connectTimeout: Duration = .seconds(10),
-                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout) {
+                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout, readPacing: Duration? = nil) {
         self.http = http
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.apiKey = apiKey
         self.maxTokensField = maxTokensField
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
+        self.readPacing = readPacing
     }
 
     public func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error> {
-        let body: [UInt8]
         do {
-            body = try self.requestBody(model: model, request: request)
+            let httpRequest = try self.httpRequest(model: model, request: request)
+            return HTTPChatTransport.events(http: self.http, request: httpRequest, decoder: OpenAIStreamDecoder())
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
-        var headers = [("Content-Type", "application/json"), ("Accept", "text/event-stream")]
-        if let key = self.apiKey() { headers.append(("Authorization", "Bearer " + key)) }
-        let httpRequest = HTTPRequest(
-            method: "POST", url: self.baseURL + "/chat/completions", headers: headers, body: body,
-            connectTimeout: self.connectTimeout, idleTimeout: self.idleTimeout)
-        return HTTPChatTransport.events(http: self.http, request: httpRequest, decoder: OpenAIStreamDecoder())
     }
 
-    /// The JSON body for `request`. - Throws: `malformed` when a tool definition is not a JSON object.
+    public func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
+        do {
+            let httpRequest = try self.httpRequest(model: model, request: request)
+            return HTTPChatTransport.batches(http: self.http, request: httpRequest, decoder: OpenAIStreamDecoder())
+        } catch {
+            return AsyncThrowingStream { $0.finish(throwing: error) }
+        }
+    }
+
+    private func httpRequest(model: String, request: ChatRequest) throws(ChatEngineError) -> HTTPRequest {
+        let body = try self.requestBody(model: model, request: request)
+        var headers = [("Content-Type", "application/json"), ("Accept", "text/event-stream")]
+        if let key = self.apiKey() { headers.append(("Authorization", "Bearer " + key)) }
+        var httpRequest = HTTPRequest(
+            method: "POST", url: self.baseURL + "/chat/completions", headers: headers, body: body,
+            connectTimeout: self.connectTimeout, idleTimeout: self.idleTimeout)
+        httpRequest.bodyPacing = self.readPacing.map { HTTPBodyPacing(interval: $0) }
+        return httpRequest
+    }
+
+    /// The JSON body for `request`, keys sorted. - Throws: `malformed` when a tool definition is not a JSON
+    /// object.
     func requestBody(model: String, request: ChatRequest) throws(ChatEngineError) -> [UInt8] {
-        var body: [String: Any] = [
-            "model": model,
-            "messages": request.messages.map { ["role": $0.role, "content": $0.content] },
-            "stream": true,
-            "stream_options": ["include_usage": true],
+        typealias Member = JSONNode.Member
+        var members: [Member] = [
+            Member(key: "model", value: .string(model)),
+            Member(key: "messages", value: .array(request.messages.map {
+                .object([Member(key: "content", value: .string($0.content)), Member(key: "role", value: .string($0.role))])
+            })),
+            Member(key: "stream", value: .bool(true)),
+            Member(key: "stream_options", value: .object([Member(key: "include_usage", value: .bool(true))])),
         ]
         if !request.tools.isEmpty {
-            var tools: [Any] = []
+            var tools: [JSONNode] = []
             for (index, tool) in request.tools.enumerated() {
-                guard let object = JSONText.object(tool.text) else {
+                guard let object = try? JSONNode.parse(tool.text), object.isObject else {
                     throw .malformed("tool definition \(index) is not a JSON object")
                 }
                 tools.append(object)
             }
-            body["tools"] = tools
+            members.append(Member(key: "tools", value: .array(tools)))
         }
         let options = request.options
-        if let value = options.temperature { body["temperature"] = value }
-        if let value = options.topP { body["top_p"] = value }
-        if let value = options.maxTokens { body[self.maxTokensField.rawValue] = value }
-        if !options.stop.isEmpty { body["stop"] = options.stop }
-        if let value = options.seed { body["seed"] = value }
-        return JSONText.bytes(body)
+        if let value = options.temperature.flatMap(JSONNode.number) { members.append(Member(key: "temperature", value: value)) }
+        if let value = options.topP.flatMap(JSONNode.number) { members.append(Member(key: "top_p", value: value)) }
+        if let value = options.maxTokens { members.append(Member(key: self.maxTokensField.rawValue, value: .number(value))) }
+        if !options.stop.isEmpty { members.append(Member(key: "stop", value: .array(options.stop.map { .string($0) }))) }
+        if let value = options.seed { members.append(Member(key: "seed", value: .number(value))) }
+        // Sorted by UTF-8 bytes, as JSONSerialization's .sortedKeys wrote them.
+        members.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        return JSONNode.object(members).serialized()
     }
 }

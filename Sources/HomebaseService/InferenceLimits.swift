@@ -37,6 +37,15 @@ public struct InferenceLimits: Sendable, Equatable {
         self.coalesceMaxBytes = coalesceMaxBytes
     }
 
+    /// Text due within this long is sent at once (`ChunkCoalescer.toleranceMs`). Paced reads come once per
+    /// `runtimeReadPacing` tick, but a tick's reads of many streams are handled one after another, so one
+    /// stream's turn drifts by milliseconds from tick to tick; each drift would otherwise cost a hold timer.
+    public var coalesceToleranceMs: UInt64 { self.coalesceDelayMs / 2 }
+
+    /// How often the runtime's stream is read once text flows (`HTTPBodyPacing`): the coalescing delay, so
+    /// each read finds the coalescer due and goes out as one chunk, and a token costs no wake-up of its own.
+    public var runtimeReadPacing: Duration { .milliseconds(Int64(self.coalesceDelayMs)) }
+
     /// Why `request` breaks a protocol limit, or nil if it does not.
     public func violation(of request: InferRequest) -> String? {
         if request.hasTools { return "tools never cross the wire" }

@@ -136,7 +136,8 @@ public actor InferenceServer {
         let token = self.nextToken
         self.jobs[key] = Job(token: token, channel: channel, request: served,
                              coalescer: ChunkCoalescer(maxDelayMs: self.limits.coalesceDelayMs,
-                                                       maxBytes: self.limits.coalesceMaxBytes),
+                                                       maxBytes: self.limits.coalesceMaxBytes,
+                                                       toleranceMs: self.limits.coalesceToleranceMs),
                              answer: keepAnswer ? "" : nil)
         self.authorizer.admitted(served, from: sender, channel: channel)
         self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
@@ -189,9 +190,10 @@ public actor InferenceServer {
             // The stream is created and consumed inside the task, so cancelling the task terminates it, which
             // the engine turns into an aborted HTTP request.
             do {
-                for try await event in engine.stream(model: model, request: chatRequest) {
+                // One hop onto the actor per read from the runtime, not per token.
+                for try await batch in engine.batches(model: model, request: chatRequest) {
                     guard let self else { return }
-                    await self.engineEvent(event, key: key, token: token)
+                    await self.engineEvents(batch, key: key, token: token)
                 }
                 await self?.engineEnded(error: nil, key: key, token: token)
             } catch {
@@ -199,6 +201,24 @@ public actor InferenceServer {
             }
         }
         self.jobs[key] = job
+    }
+
+    /// The events of one read. Their text goes to the coalescer as one piece, so a read of several tokens
+    /// makes one chunk rather than a chunk and a hold.
+    private func engineEvents(_ events: [ChatEngineEvent], key: Key, token: UInt64) {
+        var text = ""
+        for event in events {
+            if case .text(let piece) = event {
+                text += piece
+                continue
+            }
+            if !text.isEmpty {
+                self.engineEvent(.text(text), key: key, token: token)
+                text = ""
+            }
+            self.engineEvent(event, key: key, token: token)
+        }
+        if !text.isEmpty { self.engineEvent(.text(text), key: key, token: token) }
     }
 
     private func engineEvent(_ event: ChatEngineEvent, key: Key, token: UInt64) {

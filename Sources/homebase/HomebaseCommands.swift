@@ -14,7 +14,7 @@ struct HomebaseCommands {
     func run() async throws {
         let options = HomebaseRunner.Options { ollamaURL in
             OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens)
+                             maxTokensField: .maxTokens, readPacing: InferenceLimits().runtimeReadPacing)
         }
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
         let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }

@@ -176,6 +176,23 @@ enum FailureLabel {
         #expect(d == .emit("b"))
     }
 
+    @Test func textDueWithinTheToleranceGoesAtOnce() {
+        var c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100, toleranceMs: 10)
+        _ = c.textArrived("a", nowMs: 100)
+        // 19 ms after the last chunk: due in 11 ms, over the tolerance, so held.
+        #expect(c.textArrived("b", nowMs: 119) == .holdUntil(130))
+        // 20 ms after: due within 10 ms, so it goes now, with what was held.
+        #expect(c.textArrived("c", nowMs: 120) == .emit("bc"))
+        // The next one counts from this chunk.
+        #expect(c.textArrived("d", nowMs: 139) == .holdUntil(150))
+        #expect(c.textArrived("e", nowMs: 140) == .emit("de"))
+    }
+
+    @Test func toleranceIsAtMostTheDelay() {
+        let c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100, toleranceMs: 500)
+        #expect(c.toleranceMs == 30)
+    }
+
     @Test func finishFlushesTheRest() {
         var c = ChunkCoalescer()
         _ = c.textArrived("a", nowMs: 0)

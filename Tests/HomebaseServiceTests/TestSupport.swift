@@ -136,6 +136,8 @@ final class Gate: Sendable {
 final class FakeEngine: ChatEngine {
     enum Step: Sendable {
         case text(String)
+        /// Several pieces from one read of the runtime: one batch from `batches`, one event each from `stream`.
+        case read([String])
         case finish(FinishReason, Usage?)
         case fail(ChatEngineError)
         /// Waits for one `gate.open()`.
@@ -165,6 +167,21 @@ final class FakeEngine: ChatEngine {
     var last: (model: String, request: ChatRequest)? { self.lastCall.withLock { $0 } }
 
     func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error> {
+        let batches = self.batches(model: model, request: request)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await batch in batches { for event in batch { continuation.yield(event) } }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
         self.callCount.add(1, ordering: .relaxed)
         self.lastCall.withLock { $0 = (model, request) }
         let steps = self.script.withLock { $0 }
@@ -173,9 +190,10 @@ final class FakeEngine: ChatEngine {
             let task = Task {
                 for step in steps {
                     switch step {
-                    case .text(let t): continuation.yield(.text(t))
+                    case .text(let t): continuation.yield([.text(t)])
+                    case .read(let pieces): continuation.yield(pieces.map { .text($0) })
                     case .finish(let reason, let usage):
-                        continuation.yield(.finished(reason, usage))
+                        continuation.yield([.finished(reason, usage)])
                         continuation.finish()
                         return
                     case .fail(let error):
