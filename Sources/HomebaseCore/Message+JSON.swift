@@ -63,9 +63,9 @@ extension Message {
             return enc(InferRequestWire(
                 type: self.type, id: r.id, model: r.model, messages: r.messages, options: r.options,
                 conversation: r.conversation, tools: nil))
-        case .inferAccept(let a): return enc(Typed(type: self.type, body: a))
+        case .inferAccept(let a): return Self.acceptJSON(a)
         case .inferChunk(let c): return Self.chunkJSON(c)
-        case .inferDone(let d): return enc(Typed(type: self.type, body: d))
+        case .inferDone(let d): return Self.doneJSON(d)
         case .inferError(let e): return enc(Typed(type: self.type, body: e))
         case .inferCancel(let id): return enc(IDWire(type: self.type, id: id))
         case .advert(let b), .roster(let b), .contactGrant(let b): return enc(SignedWire(type: self.type, blob: b))
@@ -93,6 +93,36 @@ extension Message {
         out += #","text":"#.utf8
         JSONStringWriter.append(chunk.text, to: &out)
         out += #","type":"infer.chunk"}"#.utf8
+        return out
+    }
+
+    /// `infer.accept` (one per request), written directly like `chunkJSON`.
+    static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(accept.id.utf8.count + accept.model.utf8.count + 48)
+        out += #"{"id":"#.utf8
+        JSONStringWriter.append(accept.id, to: &out)
+        out += #","model":"#.utf8
+        JSONStringWriter.append(accept.model, to: &out)
+        out += #","type":"infer.accept"}"#.utf8
+        return out
+    }
+
+    /// `infer.done` (one per request), written directly like `chunkJSON`.
+    static func doneJSON(_ done: InferDone) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(done.id.utf8.count + done.finishReason.utf8.count + 120)
+        out += #"{"chunks":"#.utf8
+        out += String(done.chunks).utf8
+        out += #","finish_reason":"#.utf8
+        JSONStringWriter.append(done.finishReason, to: &out)
+        out += #","id":"#.utf8
+        JSONStringWriter.append(done.id, to: &out)
+        out += #","type":"infer.done","usage":{"completion_tokens":"#.utf8
+        out += String(done.usage.completionTokens).utf8
+        out += #","prompt_tokens":"#.utf8
+        out += String(done.usage.promptTokens).utf8
+        out += "}}".utf8
         return out
     }
 

@@ -37,6 +37,10 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
         case maxQueuedRequests = "max_queued_requests"
     }
 
+    /// The largest admission limits a settings record may hold; more is clamped.
+    public static let maxConcurrentCeiling = 64
+    public static let maxQueuedCeiling = 1024
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.relayURL = try c.decodeIfPresent(String.self, forKey: .relayURL) ?? ""
@@ -46,7 +50,7 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
         // A corrupt or hostile limit must not disable admission control: clamp to sane ranges.
         let concurrent = try c.decodeIfPresent(Int.self, forKey: .maxConcurrentRequests) ?? 4
         let queued = try c.decodeIfPresent(Int.self, forKey: .maxQueuedRequests) ?? 16
-        self.maxConcurrentRequests = min(max(concurrent, 1), 64)
-        self.maxQueuedRequests = min(max(queued, 0), 1024)
+        self.maxConcurrentRequests = min(max(concurrent, 1), Self.maxConcurrentCeiling)
+        self.maxQueuedRequests = min(max(queued, 0), Self.maxQueuedCeiling)
     }
 }

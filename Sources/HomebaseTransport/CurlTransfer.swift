@@ -349,7 +349,11 @@ final class CurlTransfer: @unchecked Sendable {
 
 extension Substring {
     fileprivate func trimmingSpaces() -> String {
-        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        let utf8 = self.utf8
+        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = utf8.firstIndex(where: { !isBlank($0) }), let last = utf8.lastIndex(where: { !isBlank($0) })
+        else { return "" }
+        return String(self[first...last])
     }
 }
 

@@ -13,7 +13,9 @@ struct HomebaseCommands {
 
     func run() async throws {
         let options = HomebaseRunner.Options { ollamaURL in
-            OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
+            // As many kept-alive connections as requests may stream at once: a burst of streams then reuses
+            // connections instead of opening new ones (connect, Ollama's accept) per request.
+            OpenAIChatEngine(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
                              maxTokensField: .maxTokens, readPacing: InferenceLimits().runtimeReadPacing)
         }
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)

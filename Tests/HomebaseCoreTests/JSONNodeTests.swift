@@ -153,4 +153,36 @@ import Testing
             #expect(try Message(json: Message.inferChunk(chunk).jsonBytes()) == .inferChunk(chunk))
         }
     }
+
+    /// The same for `infer.accept` and `infer.done`, the other per-request messages written by hand.
+    @Test func acceptAndDoneMatchJSONEncoder() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        struct AcceptWire: Encodable {
+            var type = "infer.accept"
+            var id: String
+            var model: String
+        }
+        struct DoneWire: Encodable {
+            var type = "infer.done"
+            var id: String
+            var finishReason: String
+            var usage: Usage
+            var chunks: Int
+            enum CodingKeys: String, CodingKey { case type, id, finishReason = "finish_reason", usage, chunks }
+        }
+        for text in ["", "r1", "a\"b\\/\u{1}\n", "héllo 中 😀", "\u{7F}"] {
+            let accept = InferAccept(id: text, model: "qwen2.5:7b" + text)
+            #expect(Message.inferAccept(accept).jsonBytes()
+                == Array(try encoder.encode(AcceptWire(id: accept.id, model: accept.model))))
+            #expect(try Message(json: Message.inferAccept(accept).jsonBytes()) == .inferAccept(accept))
+            for (chunks, prompt, completion) in [(0, 0, 0), (7, 123, 456), (Int.max, -1, Int.min)] {
+                let done = InferDone(id: text, finishReason: "stop" + text,
+                                     usage: Usage(promptTokens: prompt, completionTokens: completion), chunks: chunks)
+                #expect(Message.inferDone(done).jsonBytes() == Array(try encoder.encode(DoneWire(
+                    id: done.id, finishReason: done.finishReason, usage: done.usage, chunks: done.chunks))))
+                #expect(try Message(json: Message.inferDone(done).jsonBytes()) == .inferDone(done))
+            }
+        }
+    }
 }
