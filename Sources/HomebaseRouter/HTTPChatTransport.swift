@@ -81,9 +81,15 @@ enum HTTPChatTransport {
         do {
             for try await piece in body {
                 var batch: [ChatEngineEvent] = []
-                for event in try parser.append(piece) {
-                    batch += try decoder.decode(event)
-                    if decoder.isComplete { break }
+                do {
+                    for event in try parser.append(piece) {
+                        batch += try decoder.decode(event)
+                        if decoder.isComplete { break }
+                    }
+                } catch {
+                    // What arrived before the failure (text streamed before an error event) is still output.
+                    if !batch.isEmpty { yield(batch) }
+                    throw error
                 }
                 if !pacingStarted, let pacing, batch.contains(where: { if case .text = $0 { true } else { false } }) {
                     pacing.start()

@@ -54,3 +54,48 @@ import Testing
         #expect(throws: ChatEngineError.self) { try self.engine.requestBody(model: "m", request: request) }
     }
 }
+
+/// What one network read carries is delivered whole, even when it ends in an error.
+@Suite struct ChatTransportBatchTests {
+    /// A server that answers every request with `body` in one write.
+    func serve(_ body: String) throws -> (SimpleHTTPServer, String) {
+        let server = SimpleHTTPServer { _, writer in
+            writer.respond(status: 200, headers: [("Content-Type", "text/event-stream")], body: body)
+        }
+        let port = try server.start(port: 0)
+        return (server, "http://127.0.0.1:\(port)/v1")
+    }
+
+    static func chunk(_ text: String) -> String {
+        #"data: {"choices":[{"index":0,"delta":{"content":"\#(text)"},"finish_reason":null}]}"# + "\n\n"
+    }
+
+    @Test func textBeforeAnErrorInTheSameReadIsDelivered() async throws {
+        let (server, base) = try self.serve(Self.chunk("a") + Self.chunk("b") + #"data: {"error":{"message":"boom"}}"# + "\n\n")
+        defer { server.stop() }
+        let engine = OpenAIChatEngine(http: HTTPClient(), baseURL: base, apiKey: { nil })
+        var texts: [String] = []
+        var failure: (any Error)?
+        do {
+            for try await batch in engine.batches(model: "m", request: ChatRequest(messages: [ChatMessage(role: "user", content: "hi")])) {
+                for case .text(let t) in batch { texts.append(t) }
+            }
+        } catch {
+            failure = error
+        }
+        #expect(texts == ["a", "b"])
+        #expect(failure as? ChatEngineError == .midStream("boom"))
+    }
+
+    @Test func oneReadIsOneBatch() async throws {
+        let (server, base) = try self.serve(Self.chunk("a") + Self.chunk("b") + Self.chunk("c")
+            + #"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"# + "\n\ndata: [DONE]\n\n")
+        defer { server.stop() }
+        let engine = OpenAIChatEngine(http: HTTPClient(), baseURL: base, apiKey: { nil })
+        var batches: [[ChatEngineEvent]] = []
+        for try await batch in engine.batches(model: "m", request: ChatRequest(messages: [ChatMessage(role: "user", content: "hi")])) {
+            batches.append(batch)
+        }
+        #expect(batches == [[.text("a"), .text("b"), .text("c"), .finished(.stop, nil)]])
+    }
+}
