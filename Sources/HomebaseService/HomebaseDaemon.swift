@@ -229,6 +229,7 @@ public actor HomebaseDaemon {
             let settings = try self.state.settings()
             await self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
                                                  maxQueued: settings.maxQueuedRequests)
+            self.runtime.setPinnedModels(settings.pinnedModels)
         } catch {
             self.logger.error("cannot reload state", metadata: ["error": "\(error)"])
         }

@@ -54,3 +54,57 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
         self.maxQueuedRequests = min(max(queued, 0), Self.maxQueuedCeiling)
     }
 }
+
+// MARK: Editing (`homebase config`)
+
+extension HomebaseSettings {
+    /// One change asked for on the command line.
+    public enum Edit: Equatable, Sendable {
+        /// Models to keep loaded, replacing the list; empty unpins all.
+        case pin([String])
+        case maxConcurrent(Int)
+        case maxQueued(Int)
+    }
+
+    /// Why an edit is refused; the message is one line for the user.
+    public struct EditError: Error, Equatable, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// A model list from `--pin a,b`: comma-separated tags, blanks dropped, duplicates removed in order.
+    public static func parseModelList(_ text: String) throws(EditError) -> [String] {
+        var seen: Set<String> = []
+        var tags: [String] = []
+        for piece in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let tag = piece.trimmingCharacters(in: .whitespaces)
+            if tag.isEmpty { continue }
+            guard tag.utf8.count <= 200, !tag.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw EditError(description: "'\(tag)' is not a model tag (e.g. qwen2.5:7b)")
+            }
+            if seen.insert(tag).inserted { tags.append(tag) }
+        }
+        return tags
+    }
+
+    /// These settings with `edits` applied, each checked against its range.
+    public func applying(_ edits: [Edit]) throws(EditError) -> HomebaseSettings {
+        var out = self
+        for edit in edits {
+            switch edit {
+            case .pin(let tags):
+                out.pinnedModels = tags
+            case .maxConcurrent(let n):
+                guard (1...Self.maxConcurrentCeiling).contains(n) else {
+                    throw EditError(description: "--max-concurrent must be 1 to \(Self.maxConcurrentCeiling), not \(n)")
+                }
+                out.maxConcurrentRequests = n
+            case .maxQueued(let n):
+                guard (0...Self.maxQueuedCeiling).contains(n) else {
+                    throw EditError(description: "--max-queued must be 0 to \(Self.maxQueuedCeiling), not \(n)")
+                }
+                out.maxQueuedRequests = n
+            }
+        }
+        return out
+    }
+}

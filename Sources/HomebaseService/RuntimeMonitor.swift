@@ -42,6 +42,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         var showCache = RuntimeProbe.ShowCache()
         /// Keep-alive loads in flight, by model: one at a time per model.
         var warming: [String: Task<Void, Never>] = [:]
+        /// `configuration.pinnedModels` at first, then what `setPinnedModels` set.
+        var pinnedModels: [String]
     }
 
     public let endpoint: String
@@ -78,7 +80,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         let schedule = RuntimeProbeSchedule(
             probeInterval: configuration.probeInterval, reverifyDelay: configuration.reverifyDelay,
             firstRetryDelay: configuration.firstRetryDelay, maxRetryDelay: configuration.maxRetryDelay)
-        self.state = Mutex(State(status: initial, verified: verified, schedule: schedule))
+        self.state = Mutex(State(status: initial, verified: verified, schedule: schedule,
+                                 pinnedModels: configuration.pinnedModels))
     }
 
     deinit {
@@ -86,6 +89,20 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     }
 
     public var current: RuntimeStatus { self.state.withLock { $0.status } }
+
+    /// New pins apply at once: a probe soon loads the ones that are cold. Unpinned models are left to
+    /// unload when their keep-alive runs out.
+    public func setPinnedModels(_ tags: [String]) {
+        let changed = self.state.withLock { s in
+            guard s.pinnedModels != tags else { return false }
+            s.pinnedModels = tags
+            return true
+        }
+        if changed { self.reverifySoon() }
+    }
+
+    /// The models kept loaded now.
+    public var pinnedModels: [String] { self.state.withLock { $0.pinnedModels } }
 
     public func reverifySoon() {
         let now = self.clock.monotonicMs()
@@ -196,7 +213,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// Starts a keep-alive load for each pinned model that is installed, can complete, is not loaded and is
     /// not already being loaded. A finished load asks for a probe, so the loaded flag shows soon.
     private func warmPinnedModels(_ status: RuntimeStatus) {
-        let pinned = Set(self.configuration.pinnedModels.map(RuntimeProbe.normalized))
+        let pinned = Set(self.pinnedModels.map(RuntimeProbe.normalized))
         guard !pinned.isEmpty else { return }
         let cold = status.models.filter {
             pinned.contains(RuntimeProbe.normalized($0.tag)) && $0.canComplete && !$0.loaded

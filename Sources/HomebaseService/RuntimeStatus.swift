@@ -66,4 +66,11 @@ public protocol RuntimeStatusSource: AnyObject, Sendable {
     var changes: AsyncStream<RuntimeStatus> { get }
     /// Ask for a re-verification soon (after a request failed against the runtime).
     func reverifySoon()
+    /// The owner changed the pinned models (`homebase config --pin`): keep these loaded from now on.
+    func setPinnedModels(_ tags: [String])
+}
+
+extension RuntimeStatusSource {
+    /// Sources that load nothing ignore pins.
+    public func setPinnedModels(_ tags: [String]) {}
 }

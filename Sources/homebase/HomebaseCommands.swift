@@ -152,6 +152,49 @@ struct HomebaseCommands {
         print("revoked \(guest.short): refused from its next request; a stream in progress is stopped")
     }
 
+    /// `homebase config`: shows the settings, or changes the pinned models and the admission limits. A
+    /// running daemon applies the change within a second.
+    func config() throws {
+        try self.args.expectPositionals(atMost: 1)
+        var edits: [HomebaseSettings.Edit] = []
+        do throws(HomebaseSettings.EditError) {
+            if let pin = self.args.value("pin") { edits.append(.pin(try HomebaseSettings.parseModelList(pin))) }
+        } catch {
+            throw UsageError(error.description)
+        }
+        for (option, make) in [("max-concurrent", HomebaseSettings.Edit.maxConcurrent),
+                               ("max-queued", HomebaseSettings.Edit.maxQueued)] {
+            guard let text = self.args.value(option) else { continue }
+            guard let n = Int(text) else { throw UsageError("--\(option) takes a whole number, not '\(text)'") }
+            edits.append(make(n))
+        }
+        var settings = try self.state.settings()
+        if !edits.isEmpty {
+            do throws(HomebaseSettings.EditError) {
+                settings = try settings.applying(edits)
+            } catch {
+                throw UsageError(error.description)
+            }
+            try self.state.setSettings(settings)
+        }
+        if self.args.flag("json") {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(settings), as: UTF8.self))
+            return
+        }
+        print("relay           \(settings.relayURL)")
+        print("ollama          \(settings.ollamaURL)")
+        print("name            \(settings.deviceName)")
+        print("pinned          \(settings.pinnedModels.isEmpty ? "(none)" : settings.pinnedModels.joined(separator: ","))")
+        print("max concurrent  \(settings.maxConcurrentRequests)")
+        print("max queued      \(settings.maxQueuedRequests)")
+        if !edits.isEmpty {
+            let running = self.state.daemonStatus()?.isFresh(nowMs: Posix.wallClockMs) ?? false
+            print(running ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
+        }
+    }
+
     func guests() throws {
         let list = try GuestRegistry(state: self.state).guests(nowMs: Posix.wallClockMs)
         if self.args.flag("json") {

@@ -20,6 +20,10 @@ let usage = """
       grant GUEST_PK [--models a,b] [--expires DURATION]   let a friend's device use models (e.g. --expires 7d)
       revoke GUEST_PK                                 withdraw a grant (effective on the next request)
       guests [--json]                                 pending joins, granted and revoked guests
+      config [--pin a,b] [--max-concurrent N] [--max-queued N] [--json]
+                                                      show or change settings: models kept loaded
+                                                      (--pin '' for none), requests streamed at once
+                                                      (1-64, default 4) and queued beyond (0-1024, 16)
 
     State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
     Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_LOG_LEVEL (default info).
@@ -36,7 +40,8 @@ if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.conta
 }
 
 await CLI.main(tool: "homebase", usage: usage) {
-    let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires"],
+    let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires",
+                                                          "pin", "max-concurrent", "max-queued"],
                              flagOptions: ["json"])
     let command = try args.positional(0, "command")
     let dir = StateDirectory(explicit: args.value("state"), tool: "homebase")
@@ -51,8 +56,14 @@ await CLI.main(tool: "homebase", usage: usage) {
         try dir.create()
         let state = try HomebaseState(path: dir.databasePath)
         let name = args.value("name") ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
-        let pk = try state.initialize(settings: HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name),
-                                      nowMs: Posix.wallClockMs)
+        var settings = HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name)
+        if let previous = try? state.settings() {
+            // Running init again changes where to connect, not what the owner configured.
+            settings.pinnedModels = previous.pinnedModels
+            settings.maxConcurrentRequests = previous.maxConcurrentRequests
+            settings.maxQueuedRequests = previous.maxQueuedRequests
+        }
+        let pk = try state.initialize(settings: settings, nowMs: Posix.wallClockMs)
         print(pk.hex)
         return
     }
@@ -73,6 +84,7 @@ await CLI.main(tool: "homebase", usage: usage) {
     case "grant": try commands.grant(try args.positional(1, "GUEST_PK"))
     case "revoke": try commands.revoke(try args.positional(1, "GUEST_PK"))
     case "guests": try commands.guests()
+    case "config": try commands.config()
     default: throw UsageError("unknown command '\(command)'")
     }
 }

@@ -46,6 +46,10 @@ import Testing
         #expect(await laptop.inbox.finished("b").map(\.errorCode) == ["busy"])
         engine.gate.open()
         _ = await laptop.inbox.finished("a")
+
+        // And pinned models reach the runtime monitor, without a restart.
+        try cli.setSettings(try cli.settings().applying([.pin(["qwen2.5:7b"])]))
+        await eventually("pins applied") { h.runtime.pinned == ["qwen2.5:7b"] }
         await h.stop()
     }
 

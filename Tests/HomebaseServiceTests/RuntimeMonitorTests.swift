@@ -194,6 +194,29 @@ import Testing
         await h.stop()
     }
 
+    @Test func pinsSetWhileRunningLoadTheModel() async throws {
+        let emulator = OllamaEmulator(configuration: EmulatorConfiguration())
+        let port = try emulator.start(port: 0)
+        defer { emulator.stop() }
+        let h = Harness(endpoint: "http://127.0.0.1:\(port)", verified: true)
+        var changes = h.monitor.changes.makeAsyncIterator()
+        let first = try #require(await changes.next())
+        #expect(first.models.allSatisfy { !$0.loaded })
+
+        // `homebase config --pin` while the daemon runs: a probe soon, which warms the model.
+        h.monitor.setPinnedModels(["qwen2.5:7b"])
+        #expect(h.monitor.pinnedModels == ["qwen2.5:7b"])
+        var loaded: [String] = []
+        for _ in 0..<300 where loaded.isEmpty {
+            // Whatever the monitor sleeps for (a re-verify delay), let it pass.
+            if h.clock.pendingSleeps > 0 { h.clock.advance(ms: 500) }
+            try await Task.sleep(for: .milliseconds(10))
+            loaded = h.monitor.current.models.filter(\.loaded).map(\.tag)
+        }
+        #expect(loaded == ["qwen2.5:7b"])
+        await h.stop()
+    }
+
     @Test func failedStoreLeavesTheEndpointUnverified() async throws {
         struct DiskFull: Error {}
         let emulator = OllamaEmulator(configuration: EmulatorConfiguration())

@@ -72,6 +72,10 @@ final class FakeRuntime: RuntimeStatusSource {
     var current: RuntimeStatus { self.status.withLock { $0 } }
     var reverifyCount: Int { self.reverifications.load(ordering: .relaxed) }
     func reverifySoon() { self.reverifications.add(1, ordering: .relaxed) }
+    private let pins = Mutex<[String]?>(nil)
+    /// The last `setPinnedModels`, nil before any.
+    var pinned: [String]? { self.pins.withLock { $0 } }
+    func setPinnedModels(_ tags: [String]) { self.pins.withLock { $0 = tags } }
 
     /// Changes the status and reports the change.
     func set(_ status: RuntimeStatus) {

@@ -89,6 +89,46 @@ struct CLISmokeTests {
                    stderr: String(decoding: e, as: UTF8.self))
     }
 
+    @Test("homebase config shows and changes pins and limits, refuses bad values, survives init again")
+    func homebaseConfig() throws {
+        let hb = self.directory + "/homebase-config"
+        let initArgs = ["--state", hb, "init", "--relay", "ws://127.0.0.1:9/v1/relay", "--name", "cfg"]
+        #expect(try self.run("homebase", initArgs).status == 0)
+        let shown = try self.run("homebase", ["--state", hb, "config"])
+        #expect(shown.status == 0)
+        #expect(shown.stdout.contains("pinned          (none)") && shown.stdout.contains("max concurrent  4"))
+
+        let set = try self.run("homebase", ["--state", hb, "config", "--pin", "qwen2.5:7b, llama3.2:3b,qwen2.5:7b",
+                                            "--max-concurrent", "8", "--max-queued", "0"])
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(set.stdout.contains("saved; 'homebase run' uses it"))
+        var json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
+        #expect(json?["pinned_models"] as? [String] == ["qwen2.5:7b", "llama3.2:3b"])
+        #expect(json?["max_concurrent_requests"] as? Int == 8)
+        #expect(json?["max_queued_requests"] as? Int == 0)
+
+        // Bad values: exit 64 with the reason on the first line of stderr (then the pointer to --help),
+        // nothing changed.
+        for bad in [["--max-concurrent", "0"], ["--max-concurrent", "65"], ["--max-queued", "many"],
+                    ["--max-queued", "-1"], ["--pin", "two words"]] {
+            let r = try self.run("homebase", ["--state", hb, "config"] + bad)
+            #expect(r.status == 64, "\(bad): \(r.status)")
+            let first = r.stderr.split(separator: "\n").first ?? ""
+            #expect(first.hasPrefix("homebase: ") && first.contains(bad[0] == "--pin" ? "model tag" : bad[0]),
+                    "\(bad): \(r.stderr)")
+        }
+        json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
+        #expect(json?["max_concurrent_requests"] as? Int == 8)
+
+        // Running init again (a new relay) keeps what the owner configured; --pin '' unpins.
+        #expect(try self.run("homebase", initArgs).status == 0)
+        json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
+        #expect(json?["pinned_models"] as? [String] == ["qwen2.5:7b", "llama3.2:3b"])
+        #expect(try self.run("homebase", ["--state", hb, "config", "--pin", ""]).status == 0)
+        json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
+        #expect(json?["pinned_models"] as? [String] == [])
+    }
+
     @Test("init, run, pair, chat --json remotely, status --json, then SIGTERM and an offline fallback")
     func happyPath() async throws {
         let hb = self.directory + "/homebase"
