@@ -22,6 +22,7 @@ let usage = """
     Usage: relay-bench throughput|rtt|idle --url ws://127.0.0.1:PORT/v1/relay [options]
       throughput: --pairs N (4) --seconds S (3) --payload BYTES (256) --window FRAMES (512) --receipts --server-pid PID
       rtt:        --count N (5000) --payload BYTES (256) --self (send to oneself: one relayed leg per sample)
+                  --spin (poll for the echo without sleeping: measures the relay, not the VM's wake-up)
       idle:       --connections N (10000) --threads T (8) --server-pid PID
     """
 
@@ -46,7 +47,7 @@ struct Config: Sendable {
         while index < arguments.count {
             let a = arguments[index]
             guard a.hasPrefix("--") else { fail("unexpected argument \(a)\n\(usage)") }
-            if ["--receipts", "--self"].contains(a) {
+            if ["--receipts", "--self", "--spin"].contains(a) {
                 options[String(a.dropFirst(2))] = "1"
                 index += 1
             } else {
@@ -275,6 +276,18 @@ func rtt(_ config: Config) throws {
     let count = config.int("count", 5000)
     let payloadSize = config.int("payload", 256)
     let selfLoop = config.flag("self")
+    // --spin: wait for each echo by polling without sleeping (yielding the CPU between polls), so the figure is
+    // the relay's latency, not how long this VM takes to wake an idle vCPU (~1 ms, platform-notes.md §4).
+    let spin = config.flag("spin")
+    @Sendable func receive(_ ws: WebSocketClient, timeout: Duration) throws -> (opcode: WebSocketOpcode, payload: [UInt8])? {
+        guard spin else { return try ws.receive(timeout: timeout) }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let m = try ws.receive(timeout: .zero) { return m }
+            sched_yield()
+        }
+        return nil
+    }
     let warmup = 200
     let ka = SigningSecretKey.generate()
     let a = try login(config.url, ka)
@@ -296,7 +309,7 @@ func rtt(_ config: Config) throws {
             defer { group.leave() }
             do {
                 while !done.load(ordering: .relaxed) {
-                    guard let m = try b.receive(timeout: .milliseconds(200)) else { continue }
+                    guard let m = try receive(b, timeout: .milliseconds(200)) else { continue }
                     guard m.payload.first == 0x11 else { continue }
                     let echo = RelayFrame.send(sendID: 0, recipient: back, flags: 0, payload: m.payload[41...])
                     try b.send(binary: echo.encoded())
@@ -315,7 +328,7 @@ func rtt(_ config: Config) throws {
         let start = nowNanoseconds()
         try a.send(binary: frame)
         while true {
-            guard let m = try a.receive(timeout: .seconds(5)) else {
+            guard let m = try receive(a, timeout: .seconds(5)) else {
                 throw BenchError("no echo in 5 s at sample \(i) \(echoFailure.withLock { $0 } ?? "")")
             }
             if m.payload.first == 0x11, m.payload.count == 41 + payloadSize, m.payload[41] == payload[0] { break }
