@@ -242,10 +242,8 @@ public final class RelayLink: Sendable {
                 }
                 self.waitReadable(ws.pollDescriptor, timeoutMs: 1_000)
             }
-        } catch let e as WebSocketClient.Error {
-            if case .closed(let code, _) = e { return code }
-            return nil
         } catch {
+            if case .closed(let code, _) = error { return code }
             return nil
         }
     }

@@ -164,7 +164,7 @@ public final class HomebaseState: Sendable {
 
     /// Bumps `state_version` for writes made outside this type's methods.
     public func bumpStateVersion() throws {
-        try self.database.transaction { try Self.bump(Counter.stateVersion, $0) }
+        _ = try self.database.transaction { try Self.bump(Counter.stateVersion, $0) }
     }
 
     /// The next advert `seq`: persisted before it is used, so it strictly increases across restarts.
