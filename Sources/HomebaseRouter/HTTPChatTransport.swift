@@ -95,6 +95,11 @@ enum HTTPChatTransport {
                     pacing.start()
                     pacingStarted = true
                 }
+                if decoder.isComplete {
+                    // Before the consumer hears it is done and lets go: the transport may then read the
+                    // response's last bytes instead of closing the connection.
+                    pacing?.finish()
+                }
                 if !batch.isEmpty { yield(batch) }
                 if decoder.isComplete { return }
             }

@@ -143,9 +143,19 @@ final class CurlMultiLoop: Sendable {
                 }
             }
             for transfer in work.cancelled {
-                if let easy = transfer.easy, let removed = remove(easy) {
-                    removed.finish(error: .cancelled)
+                guard let easy = transfer.easy, active[easy] != nil else { continue }
+                if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadline == nil {
+                    // The consumer had the whole answer: read the rest (the chunked terminator) so the
+                    // connection can be reused, for at most the grace; the deadline check below aborts it after.
+                    transfer.drainDeadline = .now + pacing.drainGrace
+                    if transfer.pacedUntil != nil || transfer.isPaused {
+                        transfer.pacedUntil = nil
+                        transfer.isPaused = false
+                        _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
+                    }
+                    continue
                 }
+                remove(easy)?.finish(error: .cancelled)
             }
             for transfer in work.resumed {
                 guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
@@ -170,6 +180,14 @@ final class CurlMultiLoop: Sendable {
             var nextDeadline: ContinuousClock.Instant?
             var unpaced = false
             for (easy, transfer) in active {
+                if let deadline = transfer.drainDeadline {
+                    if deadline <= now {
+                        remove(easy)?.finish(error: .cancelled)
+                    } else if nextDeadline.map({ deadline < $0 }) ?? true {
+                        nextDeadline = deadline
+                    }
+                    continue
+                }
                 if let interval = transfer.request.bodyPacing?.interval {
                     self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
                     if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {

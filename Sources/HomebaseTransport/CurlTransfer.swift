@@ -43,6 +43,9 @@ final class CurlTransfer: @unchecked Sendable {
     var wantsPacingPause = false
     /// Reading is paused for pacing (CURLPAUSE_RECV) until this time.
     var pacedUntil: ContinuousClock.Instant?
+    /// The consumer let go of a finished paced body: bytes are read and dropped until the response ends
+    /// (the connection stays reusable) or this time passes (then it is aborted).
+    var drainDeadline: ContinuousClock.Instant?
 
     init(request: HTTPRequest, delivery: Delivery) {
         self.request = request
@@ -242,6 +245,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// A piece of the body. Returns how much was taken: all, 0 to abort, or CURL_WRITEFUNC_PAUSE.
     func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
         self.lastActivity = .now
+        if self.drainDeadline != nil {
+            return bytes.count  // draining a finished body: nobody reads these
+        }
         if !self.headComplete {
             self.headCompleted()  // e.g. an HTTP/1.0 server with no blank line seen: body bytes end the head
         }

@@ -69,11 +69,21 @@ public struct HTTPRequest: Sendable {
 /// are never held. After it, each delivery pauses reading for `interval`; bytes the server sends meanwhile
 /// wait in the kernel's socket buffer and arrive together as the next piece. Nothing is buffered in the
 /// process that would not be anyway, and the idle timeout does not count paused time.
+///
+/// Pacing leaves the last bytes of a response (the chunked terminator) unread for up to an interval, and
+/// libcurl closes a connection whose response was not read to its end. So a consumer that has what it needs
+/// calls `finish()` before letting go of the body: the transfer then reads on, discarding, for up to
+/// `drainGrace` and ends cleanly, keeping the connection for reuse; only past that is it aborted.
 public final class HTTPBodyPacing: Sendable {
     public let interval: Duration
+    /// How long a finished body may be read on after its consumer let go: two intervals.
+    public var drainGrace: Duration { self.interval * 2 }
     private let started = Atomic<Bool>(false)
+    private let finished = Atomic<Bool>(false)
 
+    /// - Parameter interval: more than zero.
     public init(interval: Duration) {
+        precondition(interval > .zero, "a pacing interval must be positive")
         self.interval = interval
     }
 
@@ -82,7 +92,13 @@ public final class HTTPBodyPacing: Sendable {
         self.started.store(true, ordering: .relaxed)
     }
 
+    /// The consumer has the whole answer; the rest of the body is framing. Any thread; idempotent.
+    public func finish() {
+        self.finished.store(true, ordering: .relaxed)
+    }
+
     public var isStarted: Bool { self.started.load(ordering: .relaxed) }
+    public var isFinished: Bool { self.finished.load(ordering: .relaxed) }
 }
 
 /// Status line and headers of the final response (interim 1xx responses and followed redirects are dropped).

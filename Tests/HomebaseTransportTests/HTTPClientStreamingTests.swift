@@ -70,6 +70,41 @@ struct HTTPClientStreamingTests {
         #expect(events == Self.dripEvents)
     }
 
+    /// Four paced requests whose consumer stops at `[DONE]` (before the chunked terminator arrived); returns
+    /// how many connections the server saw, the `/stats` request (another client) included.
+    func connectionsForEarlyEnds(finishing: Bool) async throws -> Int {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        /// Reads until `[DONE]`, then returns, which drops the body at once.
+        func readUntilDone() async throws {
+            let pacing = HTTPBodyPacing(interval: .milliseconds(30))
+            var request = HTTPRequest(url: server.url("/slow-done"), idleTimeout: .seconds(5))
+            request.bodyPacing = pacing
+            let (_, body) = try await client.stream(request)
+            var parser = SSEParser()
+            for try await piece in body {
+                pacing.start()
+                for event in try parser.append(piece) where event.data == "[DONE]" {
+                    if finishing { pacing.finish() }
+                    return
+                }
+            }
+        }
+        for _ in 0..<4 {
+            try await readUntilDone()
+            try await Task.sleep(for: .milliseconds(80))  // past the terminator and the drain grace
+        }
+        return try await server.stats(HTTPClient())["connections"] ?? -1
+    }
+
+    @Test func aFinishedPacedBodyKeepsItsConnection() async throws {
+        // Finished: the transfer reads the terminator after the consumer let go, so one connection serves all.
+        #expect(try await self.connectionsForEarlyEnds(finishing: true) == 2)
+        // Not finished (a real cancel): each early end closes its connection.
+        let unfinished = try await self.connectionsForEarlyEnds(finishing: false)
+        #expect(unfinished == 5, "connections without finish: \(unfinished)")
+    }
+
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
         let server = try await HTTPClientTestServer.start()
         let request = HTTPRequest(

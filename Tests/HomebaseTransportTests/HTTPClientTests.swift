@@ -10,13 +10,18 @@ final class HTTPClientTestServer: Sendable {
 import json, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-stats = {"closed": 0, "firehose_bytes": 0}
+stats = {"closed": 0, "firehose_bytes": 0, "connections": 0}
 lock = threading.Lock()
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        with lock:
+            stats["connections"] += 1
 
     def send_body(self, status, body, ctype="application/json", extra=()):
         self.send_response(status)
@@ -71,6 +76,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.chunk(b'data: {"n":%d}\n\n' % i)
                 time.sleep(0.005)
             self.chunk(b"data: [DONE]\n\n")
+            self.end_chunked()
+        elif path == "/slow-done":
+            # Tokens slower than the client's pacing, then [DONE], then the terminator a little later.
+            self.start_chunked("text/event-stream")
+            for i in range(3):
+                self.chunk(b'data: {"n":%d}\n\n' % i)
+                time.sleep(0.05)
+            self.chunk(b"data: [DONE]\n\n")
+            time.sleep(0.02)
             self.end_chunked()
         elif path == "/silent":
             time.sleep(30)
