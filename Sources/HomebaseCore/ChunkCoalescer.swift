@@ -53,6 +53,29 @@ public struct ChunkCoalescer: Sendable {
         self.hasPending ? self.emit(nowMs: nowMs) : .none
     }
 
+    /// `text` cut into pieces of at most `maxBytes` UTF-8 bytes, on Unicode scalar boundaries, for a sender
+    /// that got more at once than one chunk should carry (one read of a fast runtime). The pieces joined are
+    /// `text`; a grapheme may span two pieces, which the receiver joins back.
+    public static func pieces(of text: String, maxBytes: Int) -> [String] {
+        precondition(maxBytes >= 4, "a piece must hold any Unicode scalar")
+        guard text.utf8.count > maxBytes else { return [text] }
+        var out: [String] = []
+        var current = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let size = UTF8.width(scalar)
+            if bytes + size > maxBytes {
+                out.append(String(current))
+                current = String.UnicodeScalarView()
+                bytes = 0
+            }
+            current.append(scalar)
+            bytes += size
+        }
+        if !current.isEmpty { out.append(String(current)) }
+        return out
+    }
+
     private mutating func emit(nowMs: UInt64) -> Decision {
         let text = self.pending
         self.pending = ""

@@ -21,6 +21,9 @@ public struct InferenceLimits: Sendable, Equatable {
     /// Coalescing: at most one chunk per `coalesceDelayMs` or per `coalesceMaxBytes` of text.
     public var coalesceDelayMs: UInt64
     public var coalesceMaxBytes: Int
+    /// Largest text one `infer.chunk` carries; more (one late read of a fast runtime) goes in several. With
+    /// JSON escaping (at most 6 bytes per byte) the envelope stays far below the relay's payload limit.
+    public var maxChunkTextBytes = 16 * 1024
 
     public init(maxConcurrent: Int = 4, maxQueued: Int = 16, maxMessages: Int = 512, maxContentBytes: Int = 1 << 20,
                 maxModelBytes: Int = 200, maxRememberedIDBytes: Int = 128, rememberedIDs: Int = 4096,
@@ -44,7 +47,10 @@ public struct InferenceLimits: Sendable, Equatable {
 
     /// How often the runtime's stream is read once text flows (`HTTPBodyPacing`): the coalescing delay, so
     /// each read finds the coalescer due and goes out as one chunk, and a token costs no wake-up of its own.
-    public var runtimeReadPacing: Duration { .milliseconds(Int64(self.coalesceDelayMs)) }
+    /// `nil` (no pacing) when there is no coalescing delay.
+    public var runtimeReadPacing: Duration? {
+        self.coalesceDelayMs > 0 ? .milliseconds(Int64(self.coalesceDelayMs)) : nil
+    }
 
     /// Why `request` breaks a protocol limit, or nil if it does not.
     public func violation(of request: InferRequest) -> String? {

@@ -275,11 +275,14 @@ public actor InferenceServer {
     private func apply(_ decision: ChunkCoalescer.Decision, key: Key, token: UInt64) {
         switch decision {
         case .emit(let text):
-            guard var job = self.jobs[key] else { return }
-            let seq = job.nextSeq
-            job.nextSeq += 1
-            self.jobs[key] = job
-            self.send(.inferChunk(InferChunk(id: key.id, seq: seq, text: text)), key: key, token: token)
+            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each.
+            for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.limits.maxChunkTextBytes) {
+                guard var job = self.jobs[key], job.token == token else { return }
+                let seq = job.nextSeq
+                job.nextSeq += 1
+                self.jobs[key] = job
+                self.send(.inferChunk(InferChunk(id: key.id, seq: seq, text: piece)), key: key, token: token)
+            }
         case .holdUntil(let due):
             guard self.jobs[key]?.flushTask == nil else { return }
             let now = self.clock.monotonicMs()

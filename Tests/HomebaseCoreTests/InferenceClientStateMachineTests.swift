@@ -188,6 +188,16 @@ enum FailureLabel {
         #expect(c.textArrived("e", nowMs: 140) == .emit("de"))
     }
 
+    @Test func bigTextIsCutIntoBoundedPiecesOnScalarBoundaries() {
+        let text = String(repeating: "ab中😀", count: 500)  // 9 bytes per repeat, 4,500 in all
+        let pieces = ChunkCoalescer.pieces(of: text, maxBytes: 1024)
+        #expect(pieces.joined() == text)
+        #expect(pieces.allSatisfy { $0.utf8.count <= 1024 && !$0.isEmpty })
+        #expect(pieces.count == 5)
+        #expect(ChunkCoalescer.pieces(of: "short", maxBytes: 1024) == ["short"])
+        #expect(ChunkCoalescer.pieces(of: "😀😀", maxBytes: 4) == ["😀", "😀"])
+    }
+
     @Test func toleranceIsAtMostTheDelay() {
         let c = ChunkCoalescer(maxDelayMs: 30, maxBytes: 100, toleranceMs: 500)
         #expect(c.toleranceMs == 30)

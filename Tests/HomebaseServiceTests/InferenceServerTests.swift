@@ -101,6 +101,26 @@ import Testing
         await h.stop()
     }
 
+    @Test func aHugeReadIsSentInBoundedChunks() async throws {
+        // A read of 40,000 bytes of text (a fast runtime read late) must not become one 40 KB chunk.
+        let big = String(repeating: "x", count: 40_000)
+        let engine = FakeEngine([.text("a"), .waitForGate, .read([big]), .finish(.stop, nil)])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("h1", from: phone.messenger)
+        _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
+        h.clock.advance(ms: 30)
+        engine.gate.open()
+        let got = await phone.inbox.finished("h1")
+        let chunks = got.compactMap { m -> InferChunk? in if case .inferChunk(let c) = m { c } else { nil } }
+        #expect(chunks.map(\.text).joined() == "a" + big)
+        #expect(chunks.allSatisfy { $0.text.utf8.count <= 16 * 1024 })
+        #expect(chunks.count == 4)  // "a", then 16 KiB + 16 KiB + the rest
+        #expect(chunks.map(\.seq) == Array(0..<chunks.count))
+        guard case .inferDone(let done) = got.last else { Issue.record("no done"); return }
+        #expect(done.chunks == chunks.count)
+        await h.stop()
+    }
+
     @Test func heldTextIsFlushedWhenTheEngineGoesQuiet() async throws {
         let engine = FakeEngine([.text("a"), .text("b"), .waitForGate, .finish(.stop, nil)])
         let (h, phone) = try Self.setUp(engine: engine)
