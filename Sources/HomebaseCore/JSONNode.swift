@@ -213,7 +213,15 @@ private struct JSONNodeParser {
             }
             guard self.digits() > 0 else { throw self.fail(.invalidNumber) }
         }
-        return String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
+        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
+        // Foundation refuses numbers a Double cannot hold (1e400); so do we. Short plain integers always fit.
+        if self.index - start > 15 || text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }) {
+            guard let value = Double(text), value.isFinite else {
+                self.index = start
+                throw self.fail(.invalidNumber)
+            }
+        }
+        return text
     }
 
     private mutating func digits() -> Int {
