@@ -55,9 +55,11 @@ await CLI.main(tool: "homebase", usage: usage) {
         guard RelayURL(ollama) != nil else { throw UsageError("'\(ollama)' is not an http:// URL") }
         try dir.create()
         let state = try HomebaseState(path: dir.databasePath)
-        let name = args.value("name") ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
+        let previous = try? state.settings()
+        let name = args.value("name") ?? previous?.deviceName
+            ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
         var settings = HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name)
-        if let previous = try? state.settings() {
+        if let previous {
             // Running init again changes where to connect, not what the owner configured.
             settings.pinnedModels = previous.pinnedModels
             settings.maxConcurrentRequests = previous.maxConcurrentRequests
