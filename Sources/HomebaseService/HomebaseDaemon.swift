@@ -90,7 +90,7 @@ public actor HomebaseDaemon {
         let guestAuthorizer = registry.map {
             GuestAuthorizer(directory: directory, registry: $0, clock: clock, logger: logger.with("component", "guests"))
         }
-        if let registry { directory.setContactLookup { [registry] in registry.isContact($0) } }
+        if let registry { directory.setContactLookup(registry) }
         self.inference = InferenceServer(
             engine: engine, runtime: runtime, messenger: messenger,
             authorizer: authorizer ?? guestAuthorizer ?? SiblingInferenceAuthorizer(directory: directory),

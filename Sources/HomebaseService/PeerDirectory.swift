@@ -2,11 +2,18 @@ import HomebaseCore
 import HomebaseNode
 import Synchronization
 
+/// Answers whether a key is a contact (a guest); the daemon's guest registry.
+public protocol ContactLookup: AnyObject, Sendable {
+    func isContact(_ key: PublicKey) -> Bool
+}
+
+extension GuestRegistry: ContactLookup {}
+
 /// Who the Homebase's peers are, answered from memory on every inbound envelope (the messenger's
 /// `RelationLookup`) and for every fan-out (adverts, rosters).
 ///
-/// Siblings are the devices of the current signed roster. Contacts come from `isContact`, a hook the daemon
-/// points at its guest registry (`setContactLookup`).
+/// Siblings are the devices of the current signed roster. Contacts come from a `ContactLookup` the daemon
+/// installs (`setContactLookup`); without one, nobody is a contact.
 public final class PeerDirectory: Sendable {
     private struct Snapshot {
         var roster: StoredRoster?
@@ -16,12 +23,13 @@ public final class PeerDirectory: Sendable {
     /// This Homebase's device key; it is in its own roster but is never its own sibling.
     public let selfKey: PublicKey
     private let snapshot: Mutex<Snapshot>
-    private let isContact: Mutex<@Sendable (PublicKey) -> Bool>
+    /// An object rather than a closure: a closure kept in a generic `Mutex` is re-wrapped in a reabstraction
+    /// thunk on every read, and this is read for every inbound envelope.
+    private let contacts: Mutex<(any ContactLookup)?>
 
-    public init(selfKey: PublicKey, roster: StoredRoster?,
-                isContact: @escaping @Sendable (PublicKey) -> Bool = { _ in false }) {
+    public init(selfKey: PublicKey, roster: StoredRoster?, contacts: (any ContactLookup)? = nil) {
         self.selfKey = selfKey
-        self.isContact = Mutex(isContact)
+        self.contacts = Mutex(contacts)
         self.snapshot = Mutex(Snapshot())
         self.update(roster: roster)
     }
@@ -35,9 +43,9 @@ public final class PeerDirectory: Sendable {
         }
     }
 
-    /// Replaces the contact hook (the daemon installs its guest registry's).
-    public func setContactLookup(_ isContact: @escaping @Sendable (PublicKey) -> Bool) {
-        self.isContact.withLock { $0 = isContact }
+    /// Replaces the contact lookup (the daemon installs its guest registry).
+    public func setContactLookup(_ contacts: any ContactLookup) {
+        self.contacts.withLock { $0 = contacts }
     }
 
     public var roster: StoredRoster? { self.snapshot.withLock { $0.roster } }
@@ -46,8 +54,9 @@ public final class PeerDirectory: Sendable {
     public var siblings: [PublicKey] { self.snapshot.withLock { $0.siblings }.sorted() }
 
     public func relation(of sender: PublicKey) -> SenderRelation {
-        SenderRelation(isSibling: self.snapshot.withLock { $0.siblings.contains(sender) },
-                       isContact: self.isContact.withLock { $0 }(sender))
+        let contacts = self.contacts.withLock { $0 }
+        return SenderRelation(isSibling: self.snapshot.withLock { $0.siblings.contains(sender) },
+                              isContact: contacts?.isContact(sender) ?? false)
     }
 
     /// For the messenger's entitlement rule.
