@@ -9,6 +9,9 @@ import Darwin
 /// Not thread-safe: use from one thread at a time (see `ByteStream`).
 public final class TCPClientStream: ByteStream {
     private var fd: Int32
+    /// recv(2) lands here, and only what arrived is copied out: no buffer of `maxBytes` is allocated and
+    /// zeroed per call (a WebSocket client asks for 64 KiB and usually gets a few hundred bytes).
+    private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 1)
 
     private init(fd: Int32) {
         self.fd = fd
@@ -16,6 +19,7 @@ public final class TCPClientStream: ByteStream {
 
     deinit {
         if self.fd >= 0 { Posix.closeDescriptor(self.fd) }
+        self.scratch.deallocate()
     }
 
     /// Connects to `host:port`, trying each resolved address (IPv4 and IPv6) until one answers.
@@ -105,16 +109,20 @@ public final class TCPClientStream: ByteStream {
         precondition(maxBytes > 0, "receive(maxBytes:) needs room for at least one byte")
         guard self.fd >= 0 else { throw .closed }
         let deadlineNs = Duration.deadlineNs(after: timeout)
-        var result = [UInt8](repeating: 0, count: maxBytes)
+        if self.scratch.count < maxBytes {
+            self.scratch.deallocate()
+            self.scratch = .allocate(byteCount: maxBytes, alignment: 1)
+        }
         while true {
-            let n = result.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, maxBytes, 0) }
+            let n = recv(self.fd, self.scratch.baseAddress, maxBytes, 0)
             if n >= 0 {
-                result.removeLast(maxBytes - n)
-                return result
+                return Array(UnsafeRawBufferPointer(rebasing: self.scratch[..<n]))
             }
             let code = Posix.errno
             if code == EINTR { continue }
             guard code == EAGAIN || code == EWOULDBLOCK else { throw .io(code) }
+            // Nothing there and no time to wait: no poll(2) needed to say so.
+            if timeout == .zero { throw .timedOut }
             switch Posix.poll(self.fd, events: Int16(POLLIN), deadlineNs: deadlineNs) {
             case .failure(let error): throw error
             case .success(0): throw .timedOut
