@@ -33,6 +33,9 @@ public final class RelayLink: Sendable {
     public enum Event: Sendable, Equatable {
         case connected(stored: Int, maxPayload: Int)
         case frame(RelayFrame)
+        /// Frames that arrived together, in order: the receiver can handle them as a batch (one commit of
+        /// their ids for replay protection instead of one each).
+        case frames([RelayFrame])
         case disconnected(closeCode: UInt16?, reason: String)
         /// The link gave up: replaced (4001), too many failed attempts, or stopped.
         case stopped(reason: String)
@@ -213,23 +216,34 @@ public final class RelayLink: Sendable {
                     return s.outbound
                 }
                 if !out.isEmpty { try ws.send(binaryMessages: out, deadline: .now + .seconds(10)) }
-                // Take everything already received, then wait on the socket and the wake pipe together.
+                // Take everything already received (as one batch), then wait on the socket and the wake pipe.
+                var received: [RelayFrame] = []
+                defer { if !received.isEmpty { self.onEvent(.frames(received)) } }
                 while let m = try ws.receive(timeout: .zero) {
                     lastHeard = Posix.monotonicMs
                     guard m.opcode == .binary else { continue }
                     switch machine.messageReceived(m.payload[...]) {
                     case .deliver(let sender, let id, let payload):
-                        self.onEvent(.frame(.deliver(sender: sender, deliveryID: id, payload: payload)))
+                        received.append(.deliver(sender: sender, deliveryID: id, payload: payload))
                     case .receipt(let sendID, let status):
-                        self.onEvent(.frame(.receipt(sendID: sendID, status: status)))
+                        received.append(.receipt(sendID: sendID, status: status))
                     case .relayError(let code, let message):
-                        self.onEvent(.frame(.error(code: code, message: message)))
+                        received.append(.error(code: code, message: message))
                     case .close(let code, let reason):
                         ws.close(code: code, reason: reason)
                         return code
                     default:
                         break
                     }
+                    // Bounded: a relay that never stops sending still gets its frames handled in batches.
+                    if received.count >= 256 {
+                        self.onEvent(.frames(received))
+                        received.removeAll(keepingCapacity: true)
+                    }
+                }
+                if !received.isEmpty {
+                    self.onEvent(.frames(received))
+                    received.removeAll()
                 }
                 let now = Posix.monotonicMs
                 if now >= lastHeard + self.options.deadAfterMs {

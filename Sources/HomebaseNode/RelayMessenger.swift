@@ -126,16 +126,33 @@ public final class RelayMessenger: PeerMessenger {
         case .stopped(let reason):
             self.logger.debug("Relay link stopped", metadata: ["reason": reason])
             self.failPendingReceipts()
-        case .frame(.receipt(let sendID, let status)):
-            let cb = self.state.withLock { $0.receipts.complete(sendID) }
-            cb?(.receipt(status))
-        case .frame(.deliver(let sender, let deliveryID, let payload)):
-            self.open(payload, from: sender)
-            // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
-            if deliveryID != 0 { self.link?.enqueue(.ack(deliveryID: deliveryID)) }
-        case .frame:
-            break
+        case .frame(let frame):
+            self.handle([frame])
+        case .frames(let frames):
+            self.handle(frames)
         }
+    }
+
+    /// Frames received together: receipts at once; the delivered envelopes opened and checked, their ids
+    /// recorded in one commit, then passed on, then acknowledged.
+    func handle(_ frames: [RelayFrame]) {
+        var opened: [Opened] = []
+        var acks: [UInt64] = []
+        for frame in frames {
+            switch frame {
+            case .receipt(let sendID, let status):
+                let cb = self.state.withLock { $0.receipts.complete(sendID) }
+                cb?(.receipt(status))
+            case .deliver(let sender, let deliveryID, let payload):
+                if let message = self.check(payload, from: sender) { opened.append(message) }
+                // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
+                if deliveryID != 0 { acks.append(deliveryID) }
+            default:
+                break
+            }
+        }
+        self.accept(opened)
+        for id in acks { self.link?.enqueue(.ack(deliveryID: id)) }
     }
 
     private func failPendingReceipts() {
@@ -152,33 +169,66 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The receiver rules of Protocol/envelope.md §5, in order.
     func open(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) {
+        if let message = self.check(payload, from: relaySender) { self.accept([message]) }
+    }
+
+    /// An envelope that passed every rule but the replay check.
+    struct Opened {
+        var inbound: InboundMessage
+    }
+
+    /// The rules before the replay check; nil (counted as a drop) when one fails.
+    private func check(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> Opened? {
         let envelope: Envelope
-        do { envelope = try Envelope(decoding: payload) } catch { return self.drop(error, from: relaySender) }
+        do { envelope = try Envelope(decoding: payload) } catch { self.drop(error, from: relaySender); return nil }
         let now = self.wallClock()
         do {
             try self.receiver.checkHeader(envelope.header, deliveredBy: relaySender, nowMs: now)
         } catch {
-            return self.drop(error, from: relaySender)
+            self.drop(error, from: relaySender)
+            return nil
         }
         guard let key = self.e2eKey(for: relaySender),
               let plaintext = try? EnvelopeSealer.open(envelope, key: key)
-        else { return self.drop(.openFailed, from: relaySender) }
+        else {
+            self.drop(.openFailed, from: relaySender)
+            return nil
+        }
         guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
-            return self.drop(.malformedPlaintext, from: relaySender)
+            self.drop(.malformedPlaintext, from: relaySender)
+            return nil
         }
         do {
             try self.receiver.checkEntitlement(channel: envelope.header.channel, messageType: message.type,
                                                relation: self.relation(relaySender))
         } catch {
-            return self.drop(error, from: relaySender)
+            self.drop(error, from: relaySender)
+            return nil
         }
-        if let seen = self.seen {
-            let fresh = (try? seen.insertIfNew(sender: relaySender, messageID: envelope.header.messageID,
-                                               sentAtMs: envelope.header.sentAtMs)) ?? false
-            guard fresh else { return self.drop(.replay, from: relaySender) }
-        }
-        self.inboundContinuation.yield(InboundMessage(
+        return Opened(inbound: InboundMessage(
             sender: relaySender, channel: envelope.header.channel, message: message,
             sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID))
+    }
+
+    /// The replay rule for checked envelopes, their ids recorded in one commit (durable before anything is
+    /// passed on or acknowledged); the fresh ones go to `inbound`, in order. A store failure drops them all:
+    /// passing on a message whose id could not be recorded would let it be replayed.
+    private func accept(_ opened: [Opened]) {
+        guard !opened.isEmpty else { return }
+        var fresh = Array(repeating: true, count: opened.count)
+        if let seen = self.seen {
+            let entries = opened.map {
+                SeenMessageStore.Entry(sender: $0.inbound.sender, messageID: $0.inbound.messageID,
+                                       sentAtMs: $0.inbound.sentAtMs)
+            }
+            fresh = (try? seen.insertIfNew(entries)) ?? Array(repeating: false, count: opened.count)
+        }
+        for (item, isFresh) in zip(opened, fresh) {
+            if isFresh {
+                self.inboundContinuation.yield(item.inbound)
+            } else {
+                self.drop(.replay, from: item.inbound.sender)
+            }
+        }
     }
 }

@@ -55,34 +55,58 @@ public final class SeenMessageStore: Sendable {
     /// Records `messageID` from `sender`. Returns true the first time; false for a replay, or for a
     /// message older than the floor (see the type's docs), which the caller must drop either way.
     public func insertIfNew(sender: PublicKey, messageID: [UInt8], sentAtMs: UInt64) throws -> Bool {
-        let maxRows = self.maxRows
-        let sentAt = Int64(storing: sentAtMs)
-        return try self.database.transaction { connection in
-            let state = try Self.state(connection)
-            guard sentAt >= state.floorMs else { return false }
-            try connection.execute(
-                "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
-                [.blob(sender.bytes), .blob(messageID), .integer(sentAt)]
-            )
-            guard connection.changes > 0 else { return false }
-            let overflow = state.rowCount + 1 - Int64(maxRows)
-            if overflow > 0 {
-                let newest = try connection.query(
-                    "SELECT max(sent_at_ms) FROM (SELECT sent_at_ms FROM seen_messages ORDER BY sent_at_ms LIMIT ?)",
-                    [.integer(overflow)]
-                )
-                let evictedUpTo = try newest.first?.int64(0) ?? sentAt
-                try connection.execute(
-                    """
-                    DELETE FROM seen_messages WHERE (sender, message_id) IN
-                        (SELECT sender, message_id FROM seen_messages ORDER BY sent_at_ms LIMIT ?)
-                    """,
-                    [.integer(overflow)]
-                )
-                try Self.raiseFloor(to: evictedUpTo == Int64.max ? Int64.max : evictedUpTo + 1, connection)
-            }
-            return true
+        try self.insertIfNew([Entry(sender: sender, messageID: messageID, sentAtMs: sentAtMs)])[0]
+    }
+
+    /// One id to record.
+    public struct Entry: Sendable {
+        public var sender: PublicKey
+        public var messageID: [UInt8]
+        public var sentAtMs: UInt64
+        public init(sender: PublicKey, messageID: [UInt8], sentAtMs: UInt64) {
+            self.sender = sender
+            self.messageID = messageID
+            self.sentAtMs = sentAtMs
         }
+    }
+
+    /// Records several ids in one transaction (one commit, one fsync for a burst of messages), in order:
+    /// each answer is what `insertIfNew` would have said at that point, so a repeat inside the batch is a
+    /// replay. Nothing is recorded if it throws.
+    public func insertIfNew(_ entries: [Entry]) throws -> [Bool] {
+        guard !entries.isEmpty else { return [] }
+        let maxRows = self.maxRows
+        return try self.database.transaction { connection in
+            try entries.map { try Self.insert($0, maxRows: maxRows, connection) }
+        }
+    }
+
+    private static func insert(_ entry: Entry, maxRows: Int, _ connection: DatabaseConnection) throws -> Bool {
+        let sentAt = Int64(storing: entry.sentAtMs)
+        let state = try Self.state(connection)
+        guard sentAt >= state.floorMs else { return false }
+        try connection.execute(
+            "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
+            [.blob(entry.sender.bytes), .blob(entry.messageID), .integer(sentAt)]
+        )
+        guard connection.changes > 0 else { return false }
+        let overflow = state.rowCount + 1 - Int64(maxRows)
+        if overflow > 0 {
+            let newest = try connection.query(
+                "SELECT max(sent_at_ms) FROM (SELECT sent_at_ms FROM seen_messages ORDER BY sent_at_ms LIMIT ?)",
+                [.integer(overflow)]
+            )
+            let evictedUpTo = try newest.first?.int64(0) ?? sentAt
+            try connection.execute(
+                """
+                DELETE FROM seen_messages WHERE (sender, message_id) IN
+                    (SELECT sender, message_id FROM seen_messages ORDER BY sent_at_ms LIMIT ?)
+                """,
+                [.integer(overflow)]
+            )
+            try Self.raiseFloor(to: evictedUpTo == Int64.max ? Int64.max : evictedUpTo + 1, connection)
+        }
+        return true
     }
 
     /// Deletes ids of messages sent before `olderThanMs` and raises the floor to it; returns how many.

@@ -138,6 +138,27 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(b.dropCounts["open_failed"] == 1)
     }
 
+    @Test func framesReceivedTogetherAreCheckedAsABatch() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let first = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .syncDelta))
+        let second = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .syncDelta))
+        // One drain of the socket: a message, its replay, a receipt nobody waits for, another message.
+        b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: first[...]),
+                  .deliver(sender: a.publicKey, deliveryID: 0, payload: first[...]),
+                  .receipt(sendID: 77, status: .delivered),
+                  .deliver(sender: a.publicKey, deliveryID: 0, payload: second[...])])
+        #expect(await nextInbound(b)?.message == .inferCancel(id: "1"))
+        #expect(await nextInbound(b)?.message == .inferCancel(id: "2"))
+        #expect(b.dropCounts["replay"] == 1)
+        // A later batch replaying either is dropped too: the ids were committed.
+        b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: second[...])])
+        #expect(b.dropCounts["replay"] == 2)
+    }
+
     @Test func relayRestartIsSurvivedWithReconnect() async throws {
         let relay = try LocalRelay()
         let port = relay.server.port

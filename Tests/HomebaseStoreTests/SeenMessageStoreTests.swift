@@ -20,6 +20,24 @@ import Testing
         #expect(try seen.count() == 2)
     }
 
+    @Test func aBatchAnswersInOrderInOneCommit() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 3)
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(9), sentAtMs: self.t0))
+        typealias E = SeenMessageStore.Entry
+        let answers = try seen.insertIfNew([
+            E(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1),
+            E(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1),  // repeat inside the batch
+            E(sender: self.alice, messageID: self.id(9), sentAtMs: self.t0),      // seen before the batch
+            E(sender: self.bob, messageID: self.id(1), sentAtMs: self.t0 + 2),
+            E(sender: self.bob, messageID: self.id(2), sentAtMs: self.t0 + 3),   // over the cap: evicts the oldest
+        ])
+        #expect(answers == [true, false, false, true, true])
+        #expect(try seen.count() == 3)
+        // The eviction raised the floor past alice's first id, so its replay is still refused.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(9), sentAtMs: self.t0))
+        #expect(try seen.insertIfNew([]) == [])
+    }
+
     @Test func pruneDeletesOldIdsAndRaisesTheFloor() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"))
         for i in 0..<10 {
