@@ -164,6 +164,13 @@ import Testing
         #expect(limits.violation(of: request) == nil)
     }
 
+    @Test func readPacingFollowsTheCoalescingDelay() {
+        #expect(InferenceLimits().runtimeReadPacing == .milliseconds(30))
+        #expect(InferenceLimits().coalesceToleranceMs == 15)
+        // No coalescing delay: no pacing (a zero interval would be meaningless).
+        #expect(InferenceLimits(coalesceDelayMs: 0).runtimeReadPacing == nil)
+    }
+
     @Test func unknownOrNonCompletionModelsAreUnavailable() async throws {
         let runtime = FakeRuntime(FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"),
                                                   FakeRuntime.model("nomic-embed-text", capabilities: ["embedding"])]))

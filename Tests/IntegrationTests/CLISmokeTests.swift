@@ -120,10 +120,12 @@ struct CLISmokeTests {
         json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
         #expect(json?["max_concurrent_requests"] as? Int == 8)
 
-        // Running init again (a new relay) keeps what the owner configured; --pin '' unpins.
-        #expect(try self.run("homebase", initArgs).status == 0)
+        // Running init again (a new relay, no --name) keeps what the owner configured; --pin '' unpins.
+        #expect(try self.run("homebase", ["--state", hb, "init", "--relay", "ws://127.0.0.1:10/v1/relay"]).status == 0)
         json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
         #expect(json?["pinned_models"] as? [String] == ["qwen2.5:7b", "llama3.2:3b"])
+        #expect(json?["device_name"] as? String == "cfg")
+        #expect(json?["relay_url"] as? String == "ws://127.0.0.1:10/v1/relay")
         #expect(try self.run("homebase", ["--state", hb, "config", "--pin", ""]).status == 0)
         json = try self.run("homebase", ["--state", hb, "config", "--json"]).json
         #expect(json?["pinned_models"] as? [String] == [])
