@@ -23,3 +23,43 @@ public enum JSONStringWriter {
         out.append(UInt8(ascii: "\""))
     }
 }
+
+/// Writes one compact JSON object, members in the order given (callers give them sorted, as JSONEncoder's
+/// `.sortedKeys` would). Keys are ASCII names written as they are.
+struct JSONObjectWriter {
+    private var bytes: [UInt8] = []
+
+    init(capacity: Int) {
+        self.bytes.reserveCapacity(capacity)
+        self.bytes.append(UInt8(ascii: "{"))
+    }
+
+    mutating func string(_ key: StaticString, _ value: String) {
+        self.key(key)
+        JSONStringWriter.append(value, to: &self.bytes)
+    }
+
+    mutating func int(_ key: StaticString, _ value: Int) {
+        self.key(key)
+        self.bytes += String(value).utf8
+    }
+
+    /// A member whose value is already JSON (a nested object).
+    mutating func json(_ key: StaticString, _ value: [UInt8]) {
+        self.key(key)
+        self.bytes += value
+    }
+
+    consuming func finish() -> [UInt8] {
+        self.bytes.append(UInt8(ascii: "}"))
+        return self.bytes
+    }
+
+    private mutating func key(_ key: StaticString) {
+        if self.bytes.count > 1 { self.bytes.append(UInt8(ascii: ",")) }
+        self.bytes.append(UInt8(ascii: "\""))
+        self.bytes += UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        self.bytes.append(UInt8(ascii: "\""))
+        self.bytes.append(UInt8(ascii: ":"))
+    }
+}

@@ -84,46 +84,35 @@ extension Message {
     /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
     /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
     static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(chunk.text.utf8.count + chunk.id.utf8.count + 48)
-        out += #"{"id":"#.utf8
-        JSONStringWriter.append(chunk.id, to: &out)
-        out += #","seq":"#.utf8
-        out += String(chunk.seq).utf8
-        out += #","text":"#.utf8
-        JSONStringWriter.append(chunk.text, to: &out)
-        out += #","type":"infer.chunk"}"#.utf8
-        return out
+        var w = JSONObjectWriter(capacity: chunk.text.utf8.count + chunk.id.utf8.count + 48)
+        w.string("id", chunk.id)
+        w.int("seq", chunk.seq)
+        w.string("text", chunk.text)
+        w.string("type", MessageType.inferChunk)
+        return w.finish()
     }
 
     /// `infer.accept` (one per request), written directly like `chunkJSON`.
     static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(accept.id.utf8.count + accept.model.utf8.count + 48)
-        out += #"{"id":"#.utf8
-        JSONStringWriter.append(accept.id, to: &out)
-        out += #","model":"#.utf8
-        JSONStringWriter.append(accept.model, to: &out)
-        out += #","type":"infer.accept"}"#.utf8
-        return out
+        var w = JSONObjectWriter(capacity: accept.id.utf8.count + accept.model.utf8.count + 48)
+        w.string("id", accept.id)
+        w.string("model", accept.model)
+        w.string("type", MessageType.inferAccept)
+        return w.finish()
     }
 
     /// `infer.done` (one per request), written directly like `chunkJSON`.
     static func doneJSON(_ done: InferDone) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(done.id.utf8.count + done.finishReason.utf8.count + 120)
-        out += #"{"chunks":"#.utf8
-        out += String(done.chunks).utf8
-        out += #","finish_reason":"#.utf8
-        JSONStringWriter.append(done.finishReason, to: &out)
-        out += #","id":"#.utf8
-        JSONStringWriter.append(done.id, to: &out)
-        out += #","type":"infer.done","usage":{"completion_tokens":"#.utf8
-        out += String(done.usage.completionTokens).utf8
-        out += #","prompt_tokens":"#.utf8
-        out += String(done.usage.promptTokens).utf8
-        out += "}}".utf8
-        return out
+        var usage = JSONObjectWriter(capacity: 64)
+        usage.int("completion_tokens", done.usage.completionTokens)
+        usage.int("prompt_tokens", done.usage.promptTokens)
+        var w = JSONObjectWriter(capacity: done.id.utf8.count + done.finishReason.utf8.count + 120)
+        w.int("chunks", done.chunks)
+        w.string("finish_reason", done.finishReason)
+        w.string("id", done.id)
+        w.string("type", MessageType.inferDone)
+        w.json("usage", usage.finish())
+        return w.finish()
     }
 
     /// The padded plaintext a sender seals.

@@ -136,13 +136,18 @@ import Testing
 }
 
 @Suite struct JSONStringWriterTests {
+    /// What the hand-written messages must equal byte for byte: JSONEncoder as `Message.jsonBytes` used it.
+    let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
     /// The hand-written `infer.chunk` is byte for byte what JSONEncoder writes, for every control character,
     /// quotes, backslashes, slashes and non-ASCII text.
     @Test func chunkMatchesJSONEncoder() throws {
         var texts = (0..<0x80).map { String(UnicodeScalar(UInt8($0))) }
         texts += ["", " world", "a\"b\\c/d", "héllo 中文 😀", "\u{2028}\u{2029}<>&", "\u{7F}\u{80}\u{FFFF}"]
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         struct Wire: Encodable {
             var type = "infer.chunk"
             var id: String
@@ -151,7 +156,7 @@ import Testing
         }
         for (seq, text) in texts.enumerated() {
             let chunk = InferChunk(id: "r\(text)", seq: seq * 1_000_003, text: text)
-            let expected = Array(try encoder.encode(Wire(id: chunk.id, seq: chunk.seq, text: chunk.text)))
+            let expected = Array(try self.encoder.encode(Wire(id: chunk.id, seq: chunk.seq, text: chunk.text)))
             #expect(Message.inferChunk(chunk).jsonBytes() == expected, "\(Array(text.unicodeScalars))")
             #expect(try Message(json: Message.inferChunk(chunk).jsonBytes()) == .inferChunk(chunk))
         }
@@ -159,8 +164,6 @@ import Testing
 
     /// The same for `infer.accept` and `infer.done`, the other per-request messages written by hand.
     @Test func acceptAndDoneMatchJSONEncoder() throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         struct AcceptWire: Encodable {
             var type = "infer.accept"
             var id: String
@@ -177,12 +180,12 @@ import Testing
         for text in ["", "r1", "a\"b\\/\u{1}\n", "héllo 中 😀", "\u{7F}"] {
             let accept = InferAccept(id: text, model: "qwen2.5:7b" + text)
             #expect(Message.inferAccept(accept).jsonBytes()
-                == Array(try encoder.encode(AcceptWire(id: accept.id, model: accept.model))))
+                == Array(try self.encoder.encode(AcceptWire(id: accept.id, model: accept.model))))
             #expect(try Message(json: Message.inferAccept(accept).jsonBytes()) == .inferAccept(accept))
             for (chunks, prompt, completion) in [(0, 0, 0), (7, 123, 456), (Int.max, -1, Int.min)] {
                 let done = InferDone(id: text, finishReason: "stop" + text,
                                      usage: Usage(promptTokens: prompt, completionTokens: completion), chunks: chunks)
-                #expect(Message.inferDone(done).jsonBytes() == Array(try encoder.encode(DoneWire(
+                #expect(Message.inferDone(done).jsonBytes() == Array(try self.encoder.encode(DoneWire(
                     id: done.id, finishReason: done.finishReason, usage: done.usage, chunks: done.chunks))))
                 #expect(try Message(json: Message.inferDone(done).jsonBytes()) == .inferDone(done))
             }
