@@ -1,4 +1,5 @@
 import HomebaseCore
+import Synchronization
 import HomebaseCrypto
 import HomebaseNode
 import Testing
@@ -90,6 +91,30 @@ private struct PairingRig {
         await #expect(throws: PairingFailure.timedOut) {
             try await rig.account.pair(code: rig.code, name: "phone", messenger: rig.handset,
                                        timeout: .milliseconds(100))
+        }
+    }
+
+    @Test func anEndedPairingDoesNotTimeOutTheNextOne() async throws {
+        // The first request of each pair is rejected at once, the second gets no answer. The first pairing's
+        // timer, cancelled when its answer came, must not time out the second one early (it did, when the
+        // cancelled sleep fell through to "timed out" and found the next pairing's waiter installed).
+        let requests = Mutex(0)
+        let rig = PairingRig { _ in
+            let n = requests.withLock { n in n += 1; return n }
+            return n % 2 == 1 ? .pairReject(reason: "used") : nil
+        }
+        defer { rig.cancel() }
+        for _ in 0..<5 {
+            await #expect(throws: PairingFailure.rejected(reason: "used")) {
+                try await rig.account.pair(code: rig.code, name: "phone", messenger: rig.handset, timeout: .seconds(5))
+            }
+            let start = ContinuousClock.now
+            await #expect(throws: PairingFailure.timedOut) {
+                try await rig.account.pair(code: rig.code, name: "phone", messenger: rig.handset,
+                                           timeout: .milliseconds(200))
+            }
+            let waited = ContinuousClock.now - start
+            #expect(waited >= .milliseconds(190), "timed out after \(waited)")
         }
     }
 

@@ -210,7 +210,8 @@ public final class DeviceSession: Sendable {
         while true {
             if condition() { return true }
             if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(10))
+            // Cancelled: stop, rather than spin until the deadline on a sleep that no longer waits.
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { return condition() }
         }
     }
 }

@@ -137,7 +137,9 @@ public final class HandsetAccount: Sendable {
 
     private func awaitAnswer(timeout: Duration) async -> Result<RosterPayload, PairingFailure> {
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            // Cancelled (the answer came) is not timed out: `try?` here would time out the *next* pairing,
+            // whose waiter may already be installed when this wakes.
+            do { try await Task.sleep(for: timeout) } catch { return }
             self?.resolve(.failure(.timedOut))
         }
         defer { timer.cancel() }
