@@ -125,7 +125,12 @@ struct HomebaseCommands {
         let guest = try Self.guestKey(guestHex)
         let models: GrantPayload.GrantedModels
         if let list = self.args.value("models") {
-            let tags = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let tags: [String]
+            do throws(HomebaseSettings.EditError) {
+                tags = try HomebaseSettings.parseModelList(list)
+            } catch {
+                throw UsageError(error.description)
+            }
             models = tags == ["*"] ? .all : .only(tags)
         } else {
             models = .all
@@ -143,13 +148,22 @@ struct HomebaseCommands {
             return "all models"
         }()
         print("granted \(guest.short) \(scope)\(expiresAt.map { ", expires in \(Self.describe(ms: $0 - now))" } ?? "")")
-        print("the running daemon sends the signed grant and an advert within a second (stored if the guest is offline)")
+        print(self.daemonRunning
+              ? "the running daemon sends the signed grant and an advert within a second (stored if the guest is offline)"
+              : "saved; 'homebase run' sends the signed grant when it starts")
+    }
+
+    /// Whether a daemon is running on this state (its status report is fresh).
+    private var daemonRunning: Bool {
+        self.state.daemonStatus()?.isFresh(nowMs: Posix.wallClockMs) ?? false
     }
 
     func revoke(_ guestHex: String) throws {
         let guest = try Self.guestKey(guestHex)
         _ = try GuestRegistry(state: self.state).revoke(guest: guest, nowMs: Posix.wallClockMs)
-        print("revoked \(guest.short): refused from its next request; a stream in progress is stopped")
+        print(self.daemonRunning
+              ? "revoked \(guest.short): refused from its next request; a stream in progress is stopped"
+              : "revoked \(guest.short): refused from now on; 'homebase run' tells the guest when it starts")
     }
 
     /// `homebase config`: shows the settings, or changes the pinned models and the admission limits. A
@@ -190,8 +204,7 @@ struct HomebaseCommands {
         print("max concurrent  \(settings.maxConcurrentRequests)")
         print("max queued      \(settings.maxQueuedRequests)")
         if !edits.isEmpty {
-            let running = self.state.daemonStatus()?.isFresh(nowMs: Posix.wallClockMs) ?? false
-            print(running ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
+            print(self.daemonRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }
     }
 
