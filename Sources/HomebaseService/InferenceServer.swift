@@ -225,9 +225,13 @@ public actor InferenceServer {
         guard self.jobs[key]?.token == token else { return }
         switch event {
         case .text(let text):
-            if let answer = self.jobs[key]!.answer {
-                self.jobs[key]!.answer = answer.utf8.count + text.utf8.count <= self.limits.maxContentBytes
-                    ? answer + text : nil
+            // In place: `answer + text` copied the whole answer on every read.
+            if let size = self.jobs[key]!.answer?.utf8.count {
+                if size + text.utf8.count <= self.limits.maxContentBytes {
+                    self.jobs[key]!.answer!.append(text)
+                } else {
+                    self.jobs[key]!.answer = nil
+                }
             }
             let decision = self.jobs[key]!.coalescer.textArrived(text, nowMs: self.clock.monotonicMs())
             self.apply(decision, key: key, token: token)
