@@ -75,7 +75,7 @@ struct Guest {
     }
 }
 
-await CLI.main(tool: tool, usage: GuestCommand.helpText) {
+await CLI.main(tool: tool) {
     let environment = ProcessInfo.processInfo.environment
     let (state, command) = try GuestCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
     try await Guest(directory: StateDirectory(explicit: state, tool: tool)).run(command)

@@ -165,7 +165,7 @@ struct Interactive {
     }
 }
 
-await CLI.main(tool: tool, usage: HandsetCommand.helpText) {
+await CLI.main(tool: tool) {
     let environment = ProcessInfo.processInfo.environment
     let (state, command) = try HandsetCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
     try await Handset(directory: StateDirectory(explicit: state, tool: tool)).run(command)

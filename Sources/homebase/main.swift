@@ -39,7 +39,7 @@ if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.conta
     exit(rawArguments.isEmpty ? 64 : 0)
 }
 
-await CLI.main(tool: "homebase", usage: usage) {
+await CLI.main(tool: "homebase") {
     let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires",
                                                           "pin", "max-concurrent", "max-queued"],
                              flagOptions: ["json"])

@@ -81,7 +81,7 @@ public enum CLI {
     }
 
     /// Runs `body`, mapping errors to the exit codes of system.md (1 failure, 64 usage).
-    public static func main(tool: String, usage: String, _ body: () async throws -> Void) async -> Never {
+    public static func main(tool: String, _ body: () async throws -> Void) async -> Never {
         do {
             try await body()
             exit(0)

@@ -2,16 +2,6 @@ import Foundation
 import HomebaseCore
 import HomebaseTransport
 
-/// What a zero-token key check found (`handset key test`).
-public enum KeyCheck: Sendable, Equatable {
-    /// The API accepted the key.
-    case valid
-    /// The API rejected the key (401).
-    case invalid
-    /// Anything else: unreachable, 5xx, 429; the detail says why.
-    case unknown(String)
-}
-
 /// The HTTP side of a device, injected into `DeviceSession`: the providers the router builds for Ollama,
 /// OpenAI, Anthropic and the device-model rung, the runtime verifier of test-before-persist, and the
 /// zero-token key check. The executables pass the live implementations; tests pass fakes.
@@ -20,10 +10,10 @@ public struct DeviceHTTP: Sendable {
     /// `nil` when this build has no HTTP runtime verifier (then `config endpoint verify` says so).
     public var verifier: (any RuntimeVerifier)?
     /// `nil` when this build cannot check keys.
-    public var validateKey: (@Sendable (CloudProvider, String) async -> KeyCheck)?
+    public var validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)?
 
     public init(makers: HTTPProviderMakers, verifier: (any RuntimeVerifier)? = nil,
-                validateKey: (@Sendable (CloudProvider, String) async -> KeyCheck)? = nil) {
+                validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)? = nil) {
         self.makers = makers
         self.verifier = verifier
         self.validateKey = validateKey
@@ -60,15 +50,9 @@ extension DeviceHTTP {
             makers: .live(http: http, openAIBaseURL: openAI, anthropicBaseURL: anthropic),
             verifier: HTTPRuntimeVerifier(http: http),
             validateKey: { provider, key in
-                let result: KeyValidation
                 switch provider {
-                case .openai: result = await OpenAIProvider.validateKey(key, http: http, baseURL: openAI)
-                case .anthropic: result = await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
-                }
-                switch result {
-                case .valid: return .valid
-                case .invalid: return .invalid
-                case .unknown(let why): return .unknown(why)
+                case .openai: await OpenAIProvider.validateKey(key, http: http, baseURL: openAI)
+                case .anthropic: await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
                 }
             })
     }
