@@ -74,12 +74,13 @@ public enum ReceiverRules {
         struct Version: Decodable { var v: Int }
         guard (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any] else { return "malformed" }
         guard (try? JSONDecoder().decode(Version.self, from: Data(payload)))?.v == 1 else { return "unknown_version" }
-        let decodes: Bool
+        // Keys compared as keys, as the product's verifiers do: hex in either case names the same key.
+        let named: String?
         switch kind {
-        case "advert": decodes = SignedPayloadJSON.decode(AdvertPayload.self, from: payload)?.host == signer.hex
-        case "roster": decodes = SignedPayloadJSON.decode(RosterPayload.self, from: payload)?.account == signer.hex
-        default: decodes = SignedPayloadJSON.decode(GrantPayload.self, from: payload)?.host == signer.hex
+        case "advert": named = SignedPayloadJSON.decode(AdvertPayload.self, from: payload)?.host
+        case "roster": named = SignedPayloadJSON.decode(RosterPayload.self, from: payload)?.account
+        default: named = SignedPayloadJSON.decode(GrantPayload.self, from: payload)?.host
         }
-        return decodes ? "valid" : "malformed"
+        return named.flatMap { PublicKey(hex: $0) } == signer ? "valid" : "malformed"
     }
 }

@@ -84,9 +84,12 @@ public enum VectorChecks {
     }
 
     private static func frame(_ f: [String: Any]) throws -> RelayFrame {
-        func u(_ k: String) throws -> UInt64 {
-            guard let n = f[k] as? NSNumber else { throw CheckFailure("frame.\(k) missing") }
-            return n.uint64Value
+        /// A whole number that fits `T`; a vector file from the user with a bad one fails, it does not trap.
+        func u<T: FixedWidthInteger>(_ k: String, as _: T.Type = UInt64.self) throws -> T {
+            guard let n = f[k] as? NSNumber, let whole = UInt64(n.stringValue), let value = T(exactly: whole) else {
+                throw CheckFailure("frame.\(k) is missing or not a \(T.self)")
+            }
+            return value
         }
         func pk(_ k: String) throws -> PublicKey {
             guard let p = PublicKey(bytes: try hex(f[k])) else { throw CheckFailure("frame.\(k) is not 32 bytes") }
@@ -96,21 +99,21 @@ public enum VectorChecks {
         case "challenge":
             let nonce = try hex(f["nonce"])
             guard nonce.count == 32 else { throw CheckFailure("nonce is not 32 bytes") }
-            return .challenge(version: UInt8(try u("version")), nonce: nonce, relayTimeMs: try u("relay_time_ms"))
+            return .challenge(version: try u("version", as: UInt8.self), nonce: nonce, relayTimeMs: try u("relay_time_ms"))
         case "auth":
             let sig = try hex(f["sig"])
             guard sig.count == 64 else { throw CheckFailure("sig is not 64 bytes") }
             return .auth(publicKey: try pk("pk"), signature: sig)
-        case "ready": return .ready(stored: UInt32(try u("stored")), maxPayload: UInt32(try u("max_payload")))
+        case "ready": return .ready(stored: try u("stored", as: UInt32.self), maxPayload: try u("max_payload", as: UInt32.self))
         case "send":
-            return .send(sendID: UInt32(try u("send_id")), recipient: try pk("recipient"), flags: UInt8(try u("flags")),
+            return .send(sendID: try u("send_id", as: UInt32.self), recipient: try pk("recipient"), flags: try u("flags", as: UInt8.self),
                          payload: try hex(f["payload"])[...])
         case "deliver":
             return .deliver(sender: try pk("sender"), deliveryID: try u("delivery_id"), payload: try hex(f["payload"])[...])
         case "ack": return .ack(deliveryID: try u("delivery_id"))
         case "receipt":
-            return .receipt(sendID: UInt32(try u("send_id")), status: ReceiptStatus(rawValue: UInt8(try u("status"))))
-        case "error": return .error(code: UInt16(try u("code")), message: try string(f["message"], "frame.message"))
+            return .receipt(sendID: try u("send_id", as: UInt32.self), status: ReceiptStatus(rawValue: try u("status", as: UInt8.self)))
+        case "error": return .error(code: try u("code", as: UInt16.self), message: try string(f["message"], "frame.message"))
         case let t: throw CheckFailure("unknown frame type \(t)")
         }
     }
