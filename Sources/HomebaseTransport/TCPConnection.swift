@@ -108,40 +108,6 @@ public final class TCPConnection: EventLoopSource {
         }
     }
 
-    /// Sends two buffers with one writev (e.g. a frame header and its payload) without joining them.
-    public func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) {
-        guard self.state == .open else { return }
-        guard self.outboundHead == self.outbound.count, first.count > 0, second.count > 0 else {
-            self.write(first)
-            self.write(second)
-            return
-        }
-        var vectors = (
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count)
-        )
-        var n: Int
-        repeat {
-            n = withUnsafePointer(to: &vectors) {
-                $0.withMemoryRebound(to: iovec.self, capacity: 2) { writev(self.fd, $0, 2) }
-            }
-        } while n < 0 && Posix.errno == EINTR
-        if n < 0 {
-            let code = Posix.errno
-            guard code == EAGAIN || code == EWOULDBLOCK else {
-                self.close(error: .io(code))
-                return
-            }
-            n = 0
-        }
-        if n < first.count {
-            self.write(UnsafeRawBufferPointer(rebasing: first[n...]))
-            self.enqueue(second)
-        } else {
-            self.write(UnsafeRawBufferPointer(rebasing: second[(n - first.count)...]))
-        }
-    }
-
     private func enqueue(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
         // Drop the consumed prefix once it is most of the buffer, so the queue does not only grow.
