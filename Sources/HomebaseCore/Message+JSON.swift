@@ -84,35 +84,31 @@ extension Message {
     /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
     /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
     static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
-        var w = JSONObjectWriter(capacity: chunk.text.utf8.count + chunk.id.utf8.count + 48)
-        w.string("id", chunk.id)
-        w.int("seq", chunk.seq)
-        w.string("text", chunk.text)
-        w.string("type", MessageType.inferChunk)
-        return w.finish()
+        JSONNode.object([
+            .init(key: "id", value: .string(chunk.id)), .init(key: "seq", value: .number(chunk.seq)),
+            .init(key: "text", value: .string(chunk.text)), .init(key: "type", value: .string(MessageType.inferChunk)),
+        ]).serialized()
     }
 
     /// `infer.accept` (one per request), written directly like `chunkJSON`.
     static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
-        var w = JSONObjectWriter(capacity: accept.id.utf8.count + accept.model.utf8.count + 48)
-        w.string("id", accept.id)
-        w.string("model", accept.model)
-        w.string("type", MessageType.inferAccept)
-        return w.finish()
+        JSONNode.object([
+            .init(key: "id", value: .string(accept.id)), .init(key: "model", value: .string(accept.model)),
+            .init(key: "type", value: .string(MessageType.inferAccept)),
+        ]).serialized()
     }
 
     /// `infer.done` (one per request), written directly like `chunkJSON`.
     static func doneJSON(_ done: InferDone) -> [UInt8] {
-        var usage = JSONObjectWriter(capacity: 64)
-        usage.int("completion_tokens", done.usage.completionTokens)
-        usage.int("prompt_tokens", done.usage.promptTokens)
-        var w = JSONObjectWriter(capacity: done.id.utf8.count + done.finishReason.utf8.count + 120)
-        w.int("chunks", done.chunks)
-        w.string("finish_reason", done.finishReason)
-        w.string("id", done.id)
-        w.string("type", MessageType.inferDone)
-        w.json("usage", usage.finish())
-        return w.finish()
+        JSONNode.object([
+            .init(key: "chunks", value: .number(done.chunks)),
+            .init(key: "finish_reason", value: .string(done.finishReason)),
+            .init(key: "id", value: .string(done.id)), .init(key: "type", value: .string(MessageType.inferDone)),
+            .init(key: "usage", value: .object([
+                .init(key: "completion_tokens", value: .number(done.usage.completionTokens)),
+                .init(key: "prompt_tokens", value: .number(done.usage.promptTokens)),
+            ])),
+        ]).serialized()
     }
 
     /// The padded plaintext a sender seals.
