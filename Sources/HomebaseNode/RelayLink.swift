@@ -81,6 +81,7 @@ public final class RelayLink: Sendable {
 
     public func start() {
         let thread = Thread { [self] in
+            Posix.nameCurrentThread("relay-link")
             self.run()
             self.finished.signal()
         }

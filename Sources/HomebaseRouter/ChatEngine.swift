@@ -35,25 +35,46 @@ public protocol ChatEngine: Sendable {
     /// Streams one completion. Cancelling the consuming task, or abandoning the stream, aborts the HTTP request
     /// at once. Errors are `ChatEngineError`.
     func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error>
-    /// The same stream with the events of one network read together, so a consumer that hops onto an actor
-    /// per element pays once per read rather than once per token. Never yields an empty batch.
-    func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error>
+    /// The same completion pushed to `sink`: the events of one network read together, then the end, with no
+    /// task hop per read where the engine can avoid one (OpenAIChatEngine calls the sink on its HTTP client's
+    /// thread). For a server relaying many streams; `handle.cancel()` aborts the request.
+    func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle
+}
+
+/// Receives a pushed completion (`ChatEngine.start`). Calls for one stream never overlap and may come from
+/// any thread; they must return quickly and never block (an HTTP engine's other transfers wait meanwhile).
+public protocol ChatEventSink: AnyObject, Sendable {
+    /// The events of one read, in order; never empty.
+    func events(_ batch: [ChatEngineEvent])
+    /// The stream is over, exactly once, last: nil when it ended (normally after `.finished`; an engine's
+    /// stream that stops without one is the sink's to judge), else the error, `ChatEngineError` as a rule.
+    func ended(_ error: (any Error)?)
+}
+
+/// Stops a pushed completion.
+public struct ChatStreamHandle: Sendable {
+    private let onCancel: @Sendable () -> Void
+
+    public init(cancel: @escaping @Sendable () -> Void) {
+        self.onCancel = cancel
+    }
+
+    /// Aborts the request; the sink hears `ended` (with `cancelled`) unless it already had its end.
+    public func cancel() { self.onCancel() }
 }
 
 extension ChatEngine {
-    /// One event per batch, for engines without reads to group.
-    public func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
+    /// Over `stream`, one event per call, for engines without reads to group.
+    public func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle {
         let events = self.stream(model: model, request: request)
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    for try await event in events { continuation.yield([event]) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
+        let task = Task {
+            do {
+                for try await event in events { sink.events([event]) }
+                sink.ended(Task.isCancelled ? ChatEngineError.cancelled : nil)
+            } catch {
+                sink.ended(error)
             }
-            continuation.onTermination = { _ in task.cancel() }
         }
+        return ChatStreamHandle { task.cancel() }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseTransport
+import Synchronization
 
 /// Turns one backend's SSE events into `ChatEngineEvent`s. Pure: the transport feeds it parsed events, so
 /// every wire shape is testable without a socket.
@@ -41,28 +42,10 @@ enum HTTPChatTransport {
         }
     }
 
-    /// As `events`, one element per body piece read (`ChatEngine.batches`).
-    static func batches<D: ChatStreamDecoder>(
-        http: HTTPClient, request: HTTPRequest, decoder: D
-    ) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do throws(ChatEngineError) {
-                    try await Self.pump(http: http, request: request, decoder: decoder) { continuation.yield($0) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
-    }
-
     /// Sends the request and decodes the body; `yield` gets the events of each piece read, never empty.
     static func pump<D: ChatStreamDecoder>(
         http: HTTPClient, request: HTTPRequest, decoder: D, yield: ([ChatEngineEvent]) -> Void
     ) async throws(ChatEngineError) {
-        var decoder = decoder
         let head: HTTPClientResponseHead
         let body: AsyncThrowingStream<[UInt8], Error>
         do {
@@ -74,45 +57,33 @@ enum HTTPChatTransport {
             let bytes = await Self.collect(body, limit: Self.maxErrorBodyBytes)
             throw .http(status: head.status, message: Self.errorMessage(bytes, status: head.status))
         }
-        var parser = SSEParser()
-        // Paced reading starts once text flows: the first token is never held.
-        let pacing = request.bodyPacing
-        var pacingStarted = false
+        var assembler = ChatStreamAssembler(decoder: decoder, pacing: request.bodyPacing)
         do {
             for try await piece in body {
-                var batch: [ChatEngineEvent] = []
-                do {
-                    for event in try parser.append(piece) {
-                        batch += try decoder.decode(event)
-                        if decoder.isComplete { break }
-                    }
-                } catch {
-                    // What arrived before the failure (text streamed before an error event) is still output.
-                    if !batch.isEmpty { yield(batch) }
-                    throw error
-                }
-                if !pacingStarted, let pacing, batch.contains(where: { if case .text = $0 { true } else { false } }) {
-                    pacing.start()
-                    pacingStarted = true
-                }
-                if decoder.isComplete {
-                    // Before the consumer hears it is done and lets go: the transport may then read the
-                    // response's last bytes instead of closing the connection.
-                    pacing?.finish()
-                }
-                if !batch.isEmpty { yield(batch) }
-                if decoder.isComplete { return }
+                let read = assembler.read(piece)
+                if !read.events.isEmpty { yield(read.events) }
+                if let failure = read.failure { throw failure }
+                if read.isComplete { return }
             }
         } catch let error as ChatEngineError {
             throw error
-        } catch is SSEParser.Error {
-            throw .malformed("an event exceeded \(parser.maxEventBytes) bytes")
         } catch {
             throw Self.mapAfterHead(error)
         }
         if Task.isCancelled { throw .cancelled }
-        let last = try decoder.endOfStream()
+        let last = try assembler.endOfStream()
         if !last.isEmpty { yield(last) }
+    }
+
+    /// Sends the request and pushes the decoded events of each read to `sink` on the HTTP client's loop
+    /// thread (`HTTPClient.stream(_:handler:)`): no task per read. Same outcomes as `pump`.
+    static func push<D: ChatStreamDecoder>(
+        http: HTTPClient, request: HTTPRequest, decoder: D, sink: any ChatEventSink
+    ) -> ChatStreamHandle {
+        let handler = PushedChatStream(decoder: decoder, pacing: request.bodyPacing, sink: sink)
+        let transfer = http.stream(request, handler: handler)
+        handler.attach(transfer)
+        return ChatStreamHandle { transfer.cancel() }
     }
 
     /// Reads a whole (small) body for a non-streamed call; status is the caller's business.
@@ -156,7 +127,7 @@ enum HTTPChatTransport {
         return text.isEmpty ? "HTTP \(status)" : text
     }
 
-    private static func collect(_ body: AsyncThrowingStream<[UInt8], Error>, limit: Int) async -> [UInt8] {
+    static func collect(_ body: AsyncThrowingStream<[UInt8], Error>, limit: Int) async -> [UInt8] {
         var bytes: [UInt8] = []
         do {
             for try await piece in body {
@@ -167,6 +138,167 @@ enum HTTPChatTransport {
             // Whatever arrived is enough to look for a message.
         }
         return Array(bytes.prefix(limit))
+    }
+}
+
+/// The body half of a streamed chat answer, shared by the pulled (`pump`) and pushed (`push`) paths: SSE
+/// parsing, the backend's decoder, and read pacing (started once text flows, so the first token is never
+/// held; finished when the terminator arrives, so the transport reads the response's last bytes and keeps
+/// the connection). Pure apart from telling the pacing object.
+struct ChatStreamAssembler<D: ChatStreamDecoder> {
+    /// What one piece of body gave.
+    struct Read {
+        /// The events completed, in order; delivered even when `failure` is set (text before an error).
+        var events: [ChatEngineEvent] = []
+        /// The answer failed; nothing more will be read.
+        var failure: ChatEngineError?
+        /// The terminator arrived: the answer is whole.
+        var isComplete = false
+    }
+
+    private var decoder: D
+    private var parser = SSEParser()
+    private let pacing: HTTPBodyPacing?
+    private var pacingStarted = false
+
+    init(decoder: D, pacing: HTTPBodyPacing?) {
+        self.decoder = decoder
+        self.pacing = pacing
+    }
+
+    mutating func read(_ piece: [UInt8]) -> Read {
+        var read = Read()
+        do {
+            for event in try self.parser.append(piece) {
+                read.events += try self.decoder.decode(event)
+                if self.decoder.isComplete { break }
+            }
+        } catch let error as ChatEngineError {
+            read.failure = error
+            return read
+        } catch {
+            read.failure = .malformed("an event exceeded \(self.parser.maxEventBytes) bytes")
+            return read
+        }
+        if !self.pacingStarted, let pacing = self.pacing,
+            read.events.contains(where: { if case .text = $0 { true } else { false } })
+        {
+            pacing.start()
+            self.pacingStarted = true
+        }
+        if self.decoder.isComplete {
+            // Before the consumer hears it is done and lets go: the transport may then read the response's
+            // last bytes instead of closing the connection.
+            self.pacing?.finish()
+            read.isComplete = true
+        }
+        return read
+    }
+
+    /// The body ended before the terminator: the decoder's last events, or why the answer is cut short.
+    mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
+        try self.decoder.endOfStream()
+    }
+}
+
+/// `HTTPChatTransport.push`'s handler: status check, error body, assembler, then the sink.
+///
+/// `@unchecked Sendable`: `phase` and `assembler` are touched only by the HTTP client's loop thread, whose
+/// calls for one transfer never overlap; the transfer handle, set by the starting thread, is behind a lock.
+private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @unchecked Sendable {
+    private enum Phase {
+        case awaitingHead
+        case streaming
+        /// An error status: its body is read (at most `maxErrorBodyBytes`) for the backend's message.
+        case errorBody(status: Int, bytes: [UInt8])
+        case ended
+    }
+
+    private let sink: any ChatEventSink
+    private var phase = Phase.awaitingHead
+    private var assembler: ChatStreamAssembler<D>
+    /// The transfer once `push` has it, and whether to let it go as soon as it does.
+    private let transfer = Mutex<(handle: HTTPStreamHandle?, release: Bool)>((nil, false))
+
+    init(decoder: D, pacing: HTTPBodyPacing?, sink: any ChatEventSink) {
+        self.sink = sink
+        self.assembler = ChatStreamAssembler(decoder: decoder, pacing: pacing)
+    }
+
+    func attach(_ handle: HTTPStreamHandle) {
+        let release = self.transfer.withLock { t -> Bool in
+            t.handle = handle
+            return t.release
+        }
+        if release { handle.cancel() }
+    }
+
+    /// The answer is settled: let the transfer go (a finished paced body is still read to its end, so the
+    /// connection stays reusable; anything else is aborted).
+    private func release() {
+        let handle = self.transfer.withLock { t -> HTTPStreamHandle? in
+            t.release = true
+            return t.handle
+        }
+        handle?.cancel()
+    }
+
+    private func finish(_ error: (any Error)?) {
+        self.phase = .ended
+        self.sink.ended(error)
+    }
+
+    func head(_ head: HTTPClientResponseHead) {
+        guard case .awaitingHead = self.phase else { return }
+        self.phase = (200..<300).contains(head.status) ? .streaming : .errorBody(status: head.status, bytes: [])
+    }
+
+    func body(_ bytes: [UInt8]) {
+        switch self.phase {
+        case .streaming:
+            let read = self.assembler.read(bytes)
+            if !read.events.isEmpty { self.sink.events(read.events) }
+            if let failure = read.failure {
+                self.finish(failure)
+                self.release()
+            } else if read.isComplete {
+                self.finish(nil)
+                self.release()
+            }
+        case .errorBody(let status, var collected):
+            collected += bytes.prefix(HTTPChatTransport.maxErrorBodyBytes - collected.count)
+            if collected.count >= HTTPChatTransport.maxErrorBodyBytes {
+                self.finish(ChatEngineError.http(status: status, message: HTTPChatTransport.errorMessage(collected, status: status)))
+                self.release()
+            } else {
+                self.phase = .errorBody(status: status, bytes: collected)
+            }
+        case .awaitingHead, .ended:
+            break
+        }
+    }
+
+    func end(_ error: HTTPClientError?) {
+        switch self.phase {
+        case .ended:
+            break
+        case .awaitingHead:
+            self.finish(HTTPChatTransport.mapBeforeHead(error ?? .transport(code: 8, message: "no response head")))
+        case .errorBody(let status, let collected):
+            self.finish(ChatEngineError.http(status: status, message: HTTPChatTransport.errorMessage(collected, status: status)))
+        case .streaming:
+            if let error {
+                self.finish(HTTPChatTransport.mapAfterHead(error))
+                return
+            }
+            do {
+                let last = try self.assembler.endOfStream()
+                if !last.isEmpty { self.sink.events(last) }
+                self.finish(nil)
+            } catch {
+                self.finish(error)
+            }
+        }
     }
 }
 

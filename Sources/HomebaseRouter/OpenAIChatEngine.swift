@@ -56,12 +56,14 @@ public struct OpenAIChatEngine: ChatEngine {
         }
     }
 
-    public func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
+    public func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle {
         do {
             let httpRequest = try self.httpRequest(model: model, request: request)
-            return HTTPChatTransport.batches(http: self.http, request: httpRequest, decoder: OpenAIStreamDecoder())
+            return HTTPChatTransport.push(http: self.http, request: httpRequest, decoder: OpenAIStreamDecoder(),
+                                          sink: sink)
         } catch {
-            return AsyncThrowingStream { $0.finish(throwing: error) }
+            sink.ended(error)
+            return ChatStreamHandle {}
         }
     }
 

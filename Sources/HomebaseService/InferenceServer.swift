@@ -8,10 +8,11 @@ import HomebaseRouter
 /// model, admit (a slot, or a place in the bounded queue, else `busy`), answer `infer.accept` at once —
 /// queued requests are accepted too: accept means admitted, and the client's first-output watchdog covers the
 /// wait — then stream: coalesced `infer.chunk`s with `seq` 0…n-1 and `infer.done` with the count, or one
-/// `infer.error`. All replies are live sends.
+/// `infer.error`. All replies are live sends. The streaming itself is an `InferenceStream` per request, fed by
+/// the engine on the engine's own thread: this actor admits, starts and ends requests, and hears nothing per read.
 ///
 /// A request ends early, silently, on `infer.cancel` from its sender or a failed RECEIPT for its accept or one
-/// of its chunks (the requester is gone): its engine task is cancelled, which aborts the HTTP request, and its
+/// of its chunks (the requester is gone): its stream is stopped, which aborts the HTTP request, and its
 /// slot goes to the next queued request. Per request the server holds at most the coalescer's pending text.
 public actor InferenceServer {
     struct Key: Hashable {
@@ -24,14 +25,11 @@ public actor InferenceServer {
         let token: UInt64
         let channel: Channel
         let request: InferRequest
-        var coalescer: ChunkCoalescer
-        var nextSeq = 0
-        var engineTask: Task<Void, Never>?
-        var flushTask: Task<Void, Never>?
-        var running = false
-        /// The answer so far, only when the authorizer asked to keep it (conversation cache); nil once it grows
-        /// past `limits.maxContentBytes`.
-        var answer: String?
+        /// Keep the answer for the authorizer (conversation cache).
+        let keepAnswer: Bool
+        /// The answer streaming, once the job has a slot.
+        var stream: InferenceStream?
+        var running: Bool { self.stream != nil }
     }
 
     private let engine: any ChatEngine
@@ -134,11 +132,7 @@ public actor InferenceServer {
 
         self.nextToken += 1
         let token = self.nextToken
-        self.jobs[key] = Job(token: token, channel: channel, request: served,
-                             coalescer: ChunkCoalescer(maxDelayMs: self.limits.coalesceDelayMs,
-                                                       maxBytes: self.limits.coalesceMaxBytes,
-                                                       toleranceMs: self.limits.coalesceToleranceMs),
-                             answer: keepAnswer ? "" : nil)
+        self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer)
         self.authorizer.admitted(served, from: sender, channel: channel)
         self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
         // The accept's receipt may already have ended the job (requester offline): check before starting.
@@ -176,81 +170,37 @@ public actor InferenceServer {
 
     private func start(_ key: Key) {
         guard var job = self.jobs[key], !job.running else { return }
-        job.running = true
         self.runningCount += 1
         let token = job.token
-        let engine = self.engine
         let options = job.request.options
         let chatRequest = ChatRequest(
             messages: job.request.messages,
             options: ChatOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
                                  stop: options.stop ?? [], seed: options.seed))
-        let model = job.request.model
-        job.engineTask = Task { [weak self] in
-            // The stream is created and consumed inside the task, so cancelling the task terminates it, which
-            // the engine turns into an aborted HTTP request.
-            do {
-                // One hop onto the actor per read from the runtime, not per token.
-                for try await batch in engine.batches(model: model, request: chatRequest) {
-                    guard let self else { return }
-                    await self.engineEvents(batch, key: key, token: token)
-                }
-                await self?.engineEnded(error: nil, key: key, token: token)
-            } catch {
-                await self?.engineEnded(error: error, key: key, token: token)
-            }
-        }
+        // The engine pushes its reads straight into the stream (no hop onto this actor per read); this actor
+        // hears only the end.
+        let stream = InferenceStream(
+            id: key.id, peer: key.sender, channel: job.channel, messenger: self.messenger, limits: self.limits,
+            keepAnswer: job.keepAnswer, clock: self.clock,
+            onEnd: { [weak self] end in Task { await self?.streamEnded(end, key: key, token: token) } },
+            onRequesterGone: { [weak self] in Task { await self?.requesterGone(key: key, token: token) } })
+        job.stream = stream
         self.jobs[key] = job
+        stream.attach(self.engine.start(model: job.request.model, request: chatRequest, sink: stream))
     }
 
-    /// The events of one read. Their text goes to the coalescer as one piece, so a read of several tokens
-    /// makes one chunk rather than a chunk and a hold.
-    private func engineEvents(_ events: [ChatEngineEvent], key: Key, token: UInt64) {
-        var text = ""
-        for event in events {
-            if case .text(let piece) = event {
-                text += piece
-                continue
-            }
-            if !text.isEmpty {
-                self.engineEvent(.text(text), key: key, token: token)
-                text = ""
-            }
-            self.engineEvent(event, key: key, token: token)
-        }
-        if !text.isEmpty { self.engineEvent(.text(text), key: key, token: token) }
-    }
-
-    private func engineEvent(_ event: ChatEngineEvent, key: Key, token: UInt64) {
+    private func streamEnded(_ end: InferenceStream.End, key: Key, token: UInt64) {
         guard self.jobs[key]?.token == token else { return }
-        switch event {
-        case .text(let text):
-            // In place: `answer + text` copied the whole answer on every read.
-            if let size = self.jobs[key]!.answer?.utf8.count {
-                if size + text.utf8.count <= self.limits.maxContentBytes {
-                    self.jobs[key]!.answer!.append(text)
-                } else {
-                    self.jobs[key]!.answer = nil
-                }
-            }
-            let decision = self.jobs[key]!.coalescer.textArrived(text, nowMs: self.clock.monotonicMs())
-            self.apply(decision, key: key, token: token)
-        case .toolCall:
-            // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
-            break
-        case .finished(let reason, let usage):
-            let decision = self.jobs[key]!.coalescer.finish(nowMs: self.clock.monotonicMs())
-            self.apply(decision, key: key, token: token)
-            guard let job = self.jobs[key], job.token == token else { return }
-            let done = InferDone(id: key.id, finishReason: reason == .length ? "length" : "stop",
-                                 usage: usage ?? Usage(promptTokens: 0, completionTokens: 0), chunks: job.nextSeq)
-            self.messenger.send(.inferDone(done), to: key.sender, channel: job.channel, store: false)
-            self.end(key, outcome: .done(answer: job.answer, usage: done.usage))
+        switch end {
+        case .done(let answer, let usage):
+            self.end(key, outcome: .done(answer: answer, usage: usage))
+        case .failed(let error):
+            self.engineFailed(error: error, key: key)
         }
     }
 
-    private func engineEnded(error: (any Error)?, key: Key, token: UInt64) {
-        guard let job = self.jobs[key], job.token == token else { return }
+    private func engineFailed(error: (any Error)?, key: Key) {
+        guard let job = self.jobs[key] else { return }
         let code: InferErrorCode
         let message: String
         switch error {
@@ -276,45 +226,12 @@ public actor InferenceServer {
         self.end(key, outcome: .failed(code))
     }
 
-    private func apply(_ decision: ChunkCoalescer.Decision, key: Key, token: UInt64) {
-        switch decision {
-        case .emit(let text):
-            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each.
-            for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.limits.maxChunkTextBytes) {
-                guard var job = self.jobs[key], job.token == token else { return }
-                let seq = job.nextSeq
-                job.nextSeq += 1
-                self.jobs[key] = job
-                self.send(.inferChunk(InferChunk(id: key.id, seq: seq, text: piece)), key: key, token: token)
-            }
-        case .holdUntil(let due):
-            guard self.jobs[key]?.flushTask == nil else { return }
-            let now = self.clock.monotonicMs()
-            let delay = due > now ? due - now : 0
-            let sleep = self.clock.sleep
-            self.jobs[key]!.flushTask = Task { [weak self] in
-                do { try await sleep(.milliseconds(delay)) } catch { return }
-                await self?.flushDue(key: key, token: token)
-            }
-        case .none:
-            break
-        }
-    }
-
-    private func flushDue(key: Key, token: UInt64) {
-        guard self.jobs[key]?.token == token else { return }
-        self.jobs[key]!.flushTask = nil
-        let decision = self.jobs[key]!.coalescer.flushDue(nowMs: self.clock.monotonicMs())
-        self.apply(decision, key: key, token: token)
-    }
-
     // MARK: Bookkeeping
 
     /// Ends a job, whatever state it is in, and gives its slot to the next queued request.
     private func end(_ key: Key, outcome: InferenceOutcome = .cancelled) {
         guard let job = self.jobs.removeValue(forKey: key) else { return }
-        job.engineTask?.cancel()
-        job.flushTask?.cancel()
+        job.stream?.stop()
         self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
         if job.running {
             self.runningCount -= 1

@@ -47,7 +47,10 @@ final class CurlMultiLoop: Sendable {
         self.multi = MultiHandle(raw: raw)
         // Ignoring the code: MAXCONNECTS takes any non-negative long, and a failure only costs reuse.
         _ = ccurl_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, max(1, maxConnections))
-        let thread = Thread { [self] in self.run() }
+        let thread = Thread { [self] in
+            Posix.nameCurrentThread("homebase.http")
+            self.run()
+        }
         thread.name = "homebase.http"
         thread.start()
     }

@@ -15,6 +15,8 @@ final class CurlTransfer: @unchecked Sendable {
         case buffered(CurlResponseSink)
         /// `stream(_:)`: the head as soon as it is complete, then the body in bounded pieces.
         case streamed(CurlBodyChannel)
+        /// `stream(_:handler:)`: the head, then the bytes of each loop pass, pushed on the loop thread.
+        case pushed(any HTTPStreamHandler)
     }
 
     let request: HTTPRequest
@@ -31,6 +33,7 @@ final class CurlTransfer: @unchecked Sendable {
     private var headers: [(String, String)] = []
     private var headBytes = 0
     private var headComplete = false
+    /// `.buffered`: the whole body so far. `.pushed`: what this loop pass read, handed over by `flushDelivery`.
     private var body: [UInt8] = []
     /// A failure found by our own checks (size, idle time), which wins over the CURLcode it causes.
     private var failure: HTTPClientError?
@@ -237,8 +240,13 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func headCompleted() {
         self.headComplete = true
-        if case .streamed(let channel) = self.delivery {
+        switch self.delivery {
+        case .streamed(let channel):
             channel.headReceived(HTTPClientResponseHead(status: self.status, headers: self.headers))
+        case .pushed(let handler):
+            handler.head(HTTPClientResponseHead(status: self.status, headers: self.headers))
+        case .buffered:
+            break
         }
     }
 
@@ -258,6 +266,12 @@ final class CurlTransfer: @unchecked Sendable {
                 return 0
             }
             self.body.append(contentsOf: bytes)
+            return bytes.count
+        case .pushed:
+            self.body.append(contentsOf: bytes)
+            if let pacing = self.request.bodyPacing, pacing.isStarted {
+                self.wantsPacingPause = true
+            }
             return bytes.count
         case .streamed(let channel):
             switch channel.offer(bytes) {
@@ -279,8 +293,18 @@ final class CurlTransfer: @unchecked Sendable {
     /// After a loop pass: wakes the consumer of a streamed body with what this pass delivered. Returns
     /// whether the transfer was paused for a full buffer and must be resumed.
     func flushDelivery() -> Bool {
-        guard case .streamed(let channel) = self.delivery else { return false }
-        return channel.flush()
+        switch self.delivery {
+        case .streamed(let channel):
+            return channel.flush()
+        case .pushed(let handler):
+            guard !self.body.isEmpty, !self.isFinished else { return false }
+            let bytes = self.body
+            self.body = []
+            handler.body(bytes)
+            return false
+        case .buffered:
+            return false
+        }
     }
 
     // MARK: Completion (loop thread)
@@ -329,6 +353,18 @@ final class CurlTransfer: @unchecked Sendable {
                 channel.headReceived(head)  // HEAD requests and empty bodies may end without a body callback
             }
             channel.finish(error: outcome)
+        case .pushed(let handler):
+            if outcome == nil && !self.headComplete {
+                self.headComplete = true
+                handler.head(head)
+            }
+            // The last pass's bytes (read by the perform that also ended the transfer) before the end.
+            if !self.body.isEmpty {
+                let bytes = self.body
+                self.body = []
+                if outcome != .cancelled { handler.body(bytes) }
+            }
+            handler.end(outcome)
         }
     }
 

@@ -70,4 +70,48 @@ public final class HTTPClient: Sendable {
         let body = AsyncThrowingStream<[UInt8], Error>(unfolding: { try await reader.next() })
         return (head, body)
     }
+
+    /// Sends `request` and pushes the response to `handler` on the client's loop thread, with no task or
+    /// thread hop per read: for a consumer whose work per read is short and non-blocking (the Homebase turns
+    /// each read into relay frames). The handler gets the head, then everything one loop pass read as one
+    /// piece, then the end, exactly once, last; see `HTTPStreamHandler`.
+    ///
+    /// Nothing is buffered for the handler: it takes each piece as it comes, so memory is its business.
+    /// `idleTimeout` (not counting paced time) and `timeout` apply. `cancel()` on the returned handle aborts
+    /// the transfer (the handler then hears `.cancelled`, unless it already heard its end); a paced body
+    /// whose pacing `finish()`ed is read to its end first, so the connection can be reused.
+    public func stream(_ request: HTTPRequest, handler: any HTTPStreamHandler) -> HTTPStreamHandle {
+        let transfer = CurlTransfer(request: request, delivery: .pushed(handler))
+        self.loop.start(transfer)
+        return HTTPStreamHandle(loop: self.loop, transfer: transfer)
+    }
+}
+
+/// The receiver of `HTTPClient.stream(_:handler:)`. Called on the client's loop thread, one call at a time
+/// per transfer: `head` once (unless the transfer fails first), `body` with what each loop pass read (never
+/// empty), then `end` exactly once. Calls must return quickly and never block: every transfer of the client
+/// waits while one runs.
+public protocol HTTPStreamHandler: AnyObject, Sendable {
+    /// The final response head (after interim 1xx responses and followed redirects).
+    func head(_ head: HTTPClientResponseHead)
+    /// Body bytes, in order.
+    func body(_ bytes: [UInt8])
+    /// The transfer is over: `nil` when the body ended normally, else why it did not.
+    func end(_ error: HTTPClientError?)
+}
+
+/// A transfer started by `HTTPClient.stream(_:handler:)`.
+public final class HTTPStreamHandle: Sendable {
+    private let loop: CurlMultiLoop
+    private let transfer: CurlTransfer
+
+    init(loop: CurlMultiLoop, transfer: CurlTransfer) {
+        self.loop = loop
+        self.transfer = transfer
+    }
+
+    /// Aborts the transfer; harmless once it has ended. Any thread, the handler's own calls included.
+    public func cancel() {
+        self.loop.cancel(self.transfer)
+    }
 }

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+internal import CLinux
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -14,6 +15,14 @@ public enum Posix {
     /// the platform has it, but libraries underneath (OpenSSL inside libcurl) may not.
     public static func ignoreSIGPIPE() {
         _ = signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Names the calling thread for `top -H`, `perf` and /proc (the kernel keeps 15 bytes). Foundation's
+    /// `Thread.name` does not reach the kernel on Linux, so threads inherit their creator's name without this.
+    public static func nameCurrentThread(_ name: String) {
+        #if canImport(Glibc)
+        _ = CLinux.pthread_setname_np(pthread_self(), String(name.utf8.prefix(15))!)
+        #endif
     }
 
     /// Milliseconds on the monotonic clock (CLOCK_MONOTONIC): for deadlines and intervals, never dates.

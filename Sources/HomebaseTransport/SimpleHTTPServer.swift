@@ -79,7 +79,10 @@ public final class SimpleHTTPServer: Sendable {
             $0.running = true
         }
         let wakeRead = pipeFDs[0]
-        let thread = Thread { [self] in self.acceptLoop(listenFD: fd, wakeFD: wakeRead) }
+        let thread = Thread { [self] in
+            Posix.nameCurrentThread("http-accept")
+            self.acceptLoop(listenFD: fd, wakeFD: wakeRead)
+        }
         thread.name = "http-accept"
         thread.start()
         return bound
@@ -151,6 +154,7 @@ public final class SimpleHTTPServer: Sendable {
                 return
             }
             let thread = Thread { [self] in
+                Posix.nameCurrentThread("http-conn")
                 var connection = HTTPServerConnection(fd: client, server: self)
                 connection.run()
                 self.state.withLock { state in _ = state.connections.remove(client) }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HomebaseCore
 import HomebaseStore
+import HomebaseTransport
 import Synchronization
 
 /// Runs the mailbox on its own thread so the event loop never waits for a disk write.
@@ -44,7 +45,10 @@ final class MailboxWorker: Sendable {
 
     /// Starts the worker thread.
     func start() {
-        let thread = Thread { [self] in self.run() }
+        let thread = Thread { [self] in
+            Posix.nameCurrentThread("relay-mailbox")
+            self.run()
+        }
         thread.name = "relay-mailbox"
         thread.start()
     }

@@ -204,6 +204,47 @@ func cpuMs(_ pid: Int32?) -> Double? {
     return (u + s) * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// One thread of a process: its name, time on CPU (ns, /proc/PID/task/TID/schedstat) and context switches.
+struct ThreadSample {
+    var name: String
+    var cpuNs: UInt64
+    var switches: UInt64
+}
+
+/// Every live thread of `pid`, by thread id.
+func threadSamples(_ pid: Int32?) -> [Int: ThreadSample] {
+    guard let pid, let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return [:] }
+    var out: [Int: ThreadSample] = [:]
+    for tid in tids {
+        let dir = "/proc/\(pid)/task/\(tid)"
+        guard let id = Int(tid),
+            let sched = try? String(contentsOfFile: dir + "/schedstat", encoding: .utf8),
+            let ns = sched.split(separator: " ").first.flatMap({ UInt64($0) }),
+            let status = try? String(contentsOfFile: dir + "/status", encoding: .utf8)
+        else { continue }
+        var name = "?"
+        var switches: UInt64 = 0
+        for line in status.split(separator: "\n") {
+            if line.hasPrefix("Name:") { name = line.dropFirst(5).trimmingCharacters(in: .whitespaces) }
+            if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                switches += line.split(separator: "\t").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+            }
+        }
+        out[id] = ThreadSample(name: name, cpuNs: ns, switches: switches)
+    }
+    return out
+}
+
+/// Per thread: CPU ms and context switches between two samples (threads born in between count from zero),
+/// busiest first. Names are the kernel's 15-character `comm`: a thread named from outside keeps its creator's.
+func threadDelta(_ before: [Int: ThreadSample], _ after: [Int: ThreadSample]) -> [(name: String, cpuMs: Double, switches: UInt64)] {
+    after.map { tid, a in
+        let b = before[tid]
+        return (name: "\(a.name)#\(tid)", cpuMs: Double(a.cpuNs - min(a.cpuNs, b?.cpuNs ?? 0)) / 1e6,
+                switches: a.switches - min(a.switches, b?.switches ?? 0))
+    }.sorted { $0.cpuMs > $1.cpuMs }
+}
+
 func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return .nan }
     let sorted = values.sorted()
@@ -291,6 +332,7 @@ let homebasePID = options["homebase-pid"].flatMap { Int32($0) }
 let ollamaPID = options["ollama-pid"].flatMap { Int32($0) }
 let relayPID = options["relay-pid"].flatMap { Int32($0) }
 let cpuBefore = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
+let threadsBefore = threadSamples(homebasePID)
 let windowStart = nowMs()
 let concurrent = await withTaskGroup(of: Sample.self) { group in
     for i in 0..<concurrency { group.addTask { await remote("concurrent prompt \(i)") } }
@@ -300,6 +342,7 @@ let concurrent = await withTaskGroup(of: Sample.self) { group in
 }
 let windowMs = nowMs() - windowStart
 let cpuAfter = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
+let homebaseThreads = threadDelta(threadsBefore, threadSamples(homebasePID))
 func delta(_ a: Double?, _ b: Double?) -> Double? { a.flatMap { a in b.map { $0 - a } } }
 let homebaseCPU = delta(cpuBefore.0, cpuAfter.0)
 let ollamaCPU = delta(cpuBefore.1, cpuAfter.1)
@@ -355,6 +398,9 @@ var report: [String: Any] = [
         "target_percent_max": 10, "pass": (cpuPercent ?? .infinity) <= 10,
         "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": round2(ollamaDirectCPU ?? .nan),
         "direct": stats(concurrentDirect),
+        "homebase_threads": homebaseThreads.map {
+            ["name": $0.name, "cpu_ms": round2($0.cpuMs), "context_switches": $0.switches] as [String: Any]
+        },
     ] as [String: Any],
 ]
 report["pass"] = addedP50 <= 5 && addedP99 <= 20 && (cpuPercent ?? .infinity) <= 10
@@ -387,6 +433,11 @@ let table = """
 
     """
 FileHandle.standardError.write(Data(table.utf8))
+// Where the Homebase's CPU went during the concurrent window, per thread name (schedstat, ns resolution).
+var threadTable = "Homebase threads, \(concurrency) streams:\n" + homebaseThreads.filter { $0.cpuMs >= 0.05 }
+    .map { "  \($0.name.padding(24)) \(f($0.cpuMs).padding(8)) ms  \($0.switches) switches\n" }.joined()
+threadTable += "  total \(f(homebaseThreads.reduce(0) { $0 + $1.cpuMs })) ms, \(homebaseThreads.reduce(0) { $0 + $1.switches }) switches\n"
+FileHandle.standardError.write(Data(threadTable.utf8))
 
 extension String {
     func padding(_ width: Int) -> String { self.count >= width ? self : self + String(repeating: " ", count: width - self.count) }

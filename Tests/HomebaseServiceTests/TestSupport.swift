@@ -185,6 +185,20 @@ final class FakeEngine: ChatEngine {
         }
     }
 
+    /// As the Homebase's engine does: the events of each read pushed to the sink, from another task.
+    func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle {
+        let batches = self.batches(model: model, request: request)
+        let task = Task {
+            do {
+                for try await batch in batches { sink.events(batch) }
+                sink.ended(nil)
+            } catch {
+                sink.ended(error)
+            }
+        }
+        return ChatStreamHandle { task.cancel() }
+    }
+
     func batches(model: String, request: ChatRequest) -> AsyncThrowingStream<[ChatEngineEvent], any Error> {
         self.callCount.add(1, ordering: .relaxed)
         self.lastCall.withLock { $0 = (model, request) }

@@ -1,0 +1,176 @@
+import HomebaseCore
+import HomebaseNode
+import HomebaseRouter
+import Synchronization
+
+/// One admitted request's answer on its way from the engine to the requester: coalescing, chunk sequence
+/// numbers, the kept answer, and the final `infer.chunk`s and `infer.done` (Protocol/messages.md §2).
+///
+/// The engine pushes each read here from its own thread (`ChatEngine.start`): a read costs a lock and the
+/// sends, not a hop onto the server's actor. The server hears only the end, once, through `onEnd`; it stops
+/// the stream with `stop()` (cancel, requester gone, revoke), after which nothing more is sent. Sends happen
+/// under the lock, so a chunk can never follow the end or overtake an earlier chunk.
+final class InferenceStream: ChatEventSink {
+    /// How the stream ended, for the server.
+    enum End: Sendable {
+        /// `infer.done` was sent. `answer` when it was kept and stayed within `maxContentBytes`.
+        case done(answer: String?, usage: Usage)
+        /// The engine failed (nil: its stream ended without finishing); the server sends `infer.error`.
+        case failed((any Error)?)
+    }
+
+    private struct State {
+        var coalescer: ChunkCoalescer
+        var nextSeq = 0
+        var answer: String?
+        var ended = false
+        var handle: ChatStreamHandle?
+        var flushTask: Task<Void, Never>?
+    }
+
+    private let id: String
+    private let peer: PublicKey
+    private let channel: Channel
+    private let messenger: any PeerMessenger
+    private let maxContentBytes: Int
+    private let maxChunkTextBytes: Int
+    private let clock: ServiceClock
+    private let onEnd: @Sendable (End) -> Void
+    private let onRequesterGone: @Sendable () -> Void
+    private let state: Mutex<State>
+
+    /// - Parameters:
+    ///   - keepAnswer: keep the whole text for `End.done` (the conversation cache).
+    ///   - onEnd: the stream ended by itself (not after `stop()`), called once, outside the lock.
+    ///   - onRequesterGone: a RECEIPT said a chunk did not reach the requester; may be called on any thread,
+    ///     even from inside a send, so it must not call back into this stream synchronously.
+    init(id: String, peer: PublicKey, channel: Channel, messenger: any PeerMessenger, limits: InferenceLimits,
+         keepAnswer: Bool, clock: ServiceClock, onEnd: @escaping @Sendable (End) -> Void,
+         onRequesterGone: @escaping @Sendable () -> Void) {
+        self.id = id
+        self.peer = peer
+        self.channel = channel
+        self.messenger = messenger
+        self.maxContentBytes = limits.maxContentBytes
+        self.maxChunkTextBytes = limits.maxChunkTextBytes
+        self.clock = clock
+        self.onEnd = onEnd
+        self.onRequesterGone = onRequesterGone
+        self.state = Mutex(State(
+            coalescer: ChunkCoalescer(maxDelayMs: limits.coalesceDelayMs, maxBytes: limits.coalesceMaxBytes,
+                                      toleranceMs: limits.coalesceToleranceMs),
+            answer: keepAnswer ? "" : nil))
+    }
+
+    /// The engine's handle, so `stop()` can abort the request. A stream already stopped cancels it at once.
+    func attach(_ handle: ChatStreamHandle) {
+        let stopped = self.state.withLock { s -> Bool in
+            s.handle = handle
+            return s.ended
+        }
+        if stopped { handle.cancel() }
+    }
+
+    /// Stops the stream (the server ended the request): nothing more is sent and the engine's request is
+    /// aborted, or, when the answer was complete, let go.
+    func stop() {
+        let (handle, flush) = self.state.withLock { s -> (ChatStreamHandle?, Task<Void, Never>?) in
+            s.ended = true
+            defer { s.flushTask = nil }
+            return (s.handle, s.flushTask)
+        }
+        flush?.cancel()
+        handle?.cancel()
+    }
+
+    // MARK: ChatEventSink
+
+    func events(_ batch: [ChatEngineEvent]) {
+        let end: End? = self.state.withLock { s in
+            guard !s.ended else { return nil }
+            // The text of one read goes to the coalescer as one piece: one chunk rather than a chunk and a hold.
+            var text = ""
+            for event in batch {
+                switch event {
+                case .text(let piece):
+                    text += piece
+                case .toolCall:
+                    // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
+                    break
+                case .finished(let reason, let usage):
+                    if !text.isEmpty { self.textArrived(text, &s) }
+                    self.apply(s.coalescer.finish(nowMs: self.clock.monotonicMs()), &s)
+                    let usage = usage ?? Usage(promptTokens: 0, completionTokens: 0)
+                    let done = InferDone(id: self.id, finishReason: reason == .length ? "length" : "stop",
+                                         usage: usage, chunks: s.nextSeq)
+                    self.messenger.send(.inferDone(done), to: self.peer, channel: self.channel, store: false)
+                    s.ended = true
+                    s.flushTask?.cancel()
+                    s.flushTask = nil
+                    return .done(answer: s.answer, usage: usage)
+                }
+            }
+            if !text.isEmpty { self.textArrived(text, &s) }
+            return nil
+        }
+        if let end { self.onEnd(end) }
+    }
+
+    func ended(_ error: (any Error)?) {
+        let live = self.state.withLock { s -> Bool in
+            guard !s.ended else { return false }
+            s.ended = true
+            s.flushTask?.cancel()
+            s.flushTask = nil
+            return true
+        }
+        if live { self.onEnd(.failed(error)) }
+    }
+
+    // MARK: Under the lock
+
+    private func textArrived(_ text: String, _ s: inout State) {
+        if let size = s.answer?.utf8.count {
+            if size + text.utf8.count <= self.maxContentBytes {
+                s.answer!.append(text)  // in place: `answer + text` copied the whole answer per read
+            } else {
+                s.answer = nil
+            }
+        }
+        self.apply(s.coalescer.textArrived(text, nowMs: self.clock.monotonicMs()), &s)
+    }
+
+    private func apply(_ decision: ChunkCoalescer.Decision, _ s: inout State) {
+        switch decision {
+        case .emit(let text):
+            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each.
+            for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
+                let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: piece)
+                s.nextSeq += 1
+                let gone = self.onRequesterGone
+                self.messenger.send(.inferChunk(chunk), to: self.peer, channel: self.channel, store: false) { outcome in
+                    if outcome.isFailure { gone() }
+                }
+            }
+        case .holdUntil(let due):
+            guard s.flushTask == nil else { return }
+            let now = self.clock.monotonicMs()
+            let delay = due > now ? due - now : 0
+            let sleep = self.clock.sleep
+            s.flushTask = Task { [weak self] in
+                do { try await sleep(.milliseconds(delay)) } catch { return }
+                self?.flushDue()
+            }
+        case .none:
+            break
+        }
+    }
+
+    private func flushDue() {
+        self.state.withLock { s in
+            guard !s.ended else { return }
+            s.flushTask = nil
+            self.apply(s.coalescer.flushDue(nowMs: self.clock.monotonicMs()), &s)
+        }
+    }
+}
