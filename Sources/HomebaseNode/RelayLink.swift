@@ -113,9 +113,12 @@ public final class RelayLink: Sendable {
     }
 
     private func wake() {
-        guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        var b: UInt8 = 1
-        _ = write(self.wakeWrite, &b, 1)
+        // Inside a batch of work on the calling thread (the HTTP loop's pass), once at its end.
+        DeferredWakes.wake(self) { [self] in
+            guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            var b: UInt8 = 1
+            _ = write(self.wakeWrite, &b, 1)
+        }
     }
 
     private var isStopped: Bool { self.shared.withLock { $0.stopped } }

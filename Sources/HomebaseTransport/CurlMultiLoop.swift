@@ -127,89 +127,94 @@ final class CurlMultiLoop: Sendable {
             if work.shuttingDown && work.started.isEmpty && active.isEmpty {
                 return
             }
-            for transfer in work.started {
-                if transfer.cancelRequested.load(ordering: .relaxed) {
-                    transfer.finish(error: .cancelled)
-                    continue
-                }
-                do {
-                    let easy = try transfer.makeEasyHandle()
-                    let code = curl_multi_add_handle(multi, easy)
-                    guard code == CURLM_OK else {
-                        let message = String(cString: curl_multi_strerror(code))
-                        transfer.finish(error: .transport(code: Int32(code.rawValue), message: message))
-                        continue
-                    }
-                    active[easy] = transfer
-                } catch {
-                    transfer.finish(error: error)
-                }
-            }
-            for transfer in work.cancelled {
-                guard let easy = transfer.easy, active[easy] != nil else { continue }
-                if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadline == nil {
-                    // The consumer had the whole answer: read the rest (the chunked terminator) so the
-                    // connection can be reused, for at most the grace; the deadline check below aborts it after.
-                    transfer.drainDeadline = .now + pacing.drainGrace
-                    if transfer.pacedUntil != nil || transfer.isPaused {
-                        transfer.pacedUntil = nil
-                        transfer.isPaused = false
-                        _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
-                    }
-                    continue
-                }
-                remove(easy)?.finish(error: .cancelled)
-            }
-            for transfer in work.resumed {
-                guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
-                transfer.isPaused = false
-                transfer.pacedUntil = nil  // CONT below lifts a pacing pause too
-                transfer.lastActivity = .now
-                // May call the write callback right here with the held-back bytes (and pause again).
-                _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
-            }
-
-            var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)  // errors surface per transfer through info_read
-            var queued: Int32 = 0
-            while let message = curl_multi_info_read(multi, &queued) {
-                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
-                // Read before removal: the message dies with curl_multi_remove_handle.
-                let code = message.pointee.data.result
-                remove(easy)?.finish(curlCode: code)
-            }
-
             var now = ContinuousClock.now
             var nextDeadline: ContinuousClock.Instant?
             var unpaced = false
-            for (easy, transfer) in active {
-                if let deadline = transfer.drainDeadline {
+            // Wake-ups of other threads asked for during the pass (the relay link, per frame the handlers
+            // send) happen once, at its end.
+            DeferredWakes.batch {
+                for transfer in work.started {
+                    if transfer.cancelRequested.load(ordering: .relaxed) {
+                        transfer.finish(error: .cancelled)
+                        continue
+                    }
+                    do throws(HTTPClientError) {
+                        let easy = try transfer.makeEasyHandle()
+                        let code = curl_multi_add_handle(multi, easy)
+                        guard code == CURLM_OK else {
+                            let message = String(cString: curl_multi_strerror(code))
+                            transfer.finish(error: .transport(code: Int32(code.rawValue), message: message))
+                            continue
+                        }
+                        active[easy] = transfer
+                    } catch {
+                        transfer.finish(error: error)
+                    }
+                }
+                for transfer in work.cancelled {
+                    guard let easy = transfer.easy, active[easy] != nil else { continue }
+                    if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadline == nil {
+                        // The consumer had the whole answer: read the rest (the chunked terminator) so the
+                        // connection can be reused, for at most the grace; the deadline check below aborts it after.
+                        transfer.drainDeadline = .now + pacing.drainGrace
+                        if transfer.pacedUntil != nil || transfer.isPaused {
+                            transfer.pacedUntil = nil
+                            transfer.isPaused = false
+                            _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
+                        }
+                        continue
+                    }
+                    remove(easy)?.finish(error: .cancelled)
+                }
+                for transfer in work.resumed {
+                    guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
+                    transfer.isPaused = false
+                    transfer.pacedUntil = nil  // CONT below lifts a pacing pause too
+                    transfer.lastActivity = .now
+                    // May call the write callback right here with the held-back bytes (and pause again).
+                    _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
+                }
+
+                var running: Int32 = 0
+                _ = curl_multi_perform(multi, &running)  // errors surface per transfer through info_read
+                var queued: Int32 = 0
+                while let message = curl_multi_info_read(multi, &queued) {
+                    guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                    // Read before removal: the message dies with curl_multi_remove_handle.
+                    let code = message.pointee.data.result
+                    remove(easy)?.finish(curlCode: code)
+                }
+
+                now = ContinuousClock.now
+                for (easy, transfer) in active {
+                    if let deadline = transfer.drainDeadline {
+                        if deadline <= now {
+                            remove(easy)?.finish(error: .cancelled)
+                        } else if nextDeadline.map({ deadline < $0 }) ?? true {
+                            nextDeadline = deadline
+                        }
+                        continue
+                    }
+                    if let interval = transfer.request.bodyPacing?.interval {
+                        self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
+                        if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {
+                            nextDeadline = until
+                        }
+                    }
+                    // One wake-up of the consumer for everything this pass delivered.
+                    if transfer.flushDelivery() {
+                        self.resume(transfer)
+                    }
+                    guard let idle = transfer.request.idleTimeout, !transfer.isPaused, transfer.pacedUntil == nil else {
+                        continue
+                    }
+                    let deadline = transfer.lastActivity + idle
                     if deadline <= now {
-                        remove(easy)?.finish(error: .cancelled)
+                        transfer.fail(.timedOut)
+                        remove(easy)?.finish(error: .timedOut)
                     } else if nextDeadline.map({ deadline < $0 }) ?? true {
                         nextDeadline = deadline
                     }
-                    continue
-                }
-                if let interval = transfer.request.bodyPacing?.interval {
-                    self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
-                    if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {
-                        nextDeadline = until
-                    }
-                }
-                // One wake-up of the consumer for everything this pass delivered.
-                if transfer.flushDelivery() {
-                    self.resume(transfer)
-                }
-                guard let idle = transfer.request.idleTimeout, !transfer.isPaused, transfer.pacedUntil == nil else {
-                    continue
-                }
-                let deadline = transfer.lastActivity + idle
-                if deadline <= now {
-                    transfer.fail(.timedOut)
-                    remove(easy)?.finish(error: .timedOut)
-                } else if nextDeadline.map({ deadline < $0 }) ?? true {
-                    nextDeadline = deadline
                 }
             }
             var timeout = Self.maxPollMilliseconds
