@@ -15,7 +15,8 @@ public enum EmulatorCommandLine {
 
     public static let usage = """
         USAGE: ollama-emulator [--listen HOST:PORT] [--models a,b] [--loaded a,b] [--tokens-per-s N]
-                               [--first-token-ms N] [--fault SPEC] [--version V] [--legacy-chunks]
+                               [--first-token-ms N] [--answer-tokens MIN-MAX] [--fault SPEC] [--version V]
+                               [--legacy-chunks]
 
         A stand-in for Ollama's HTTP API (native /api/* and OpenAI-compatible /v1/*) with deterministic
         answers, a tunable token rate and fault injection.
@@ -26,6 +27,9 @@ public enum EmulatorCommandLine {
           --loaded a,b          Models loaded (pinned) at start. (default: none)
           --tokens-per-s N      Generation speed. (default: 200)
           --first-token-ms N    Delay before the first token of every answer. (default: 0)
+          --answer-tokens MIN-MAX
+                                Answer length in tokens, picked per prompt (N alone: exactly N).
+                                (default: 12-48)
           --fault SPEC          Fault for every chat request: slow-load=MS, stall-after=N, http-500,
                                 disconnect-after=N, unknown-model (join several with ';').
           --version V           Version reported by /api/version. (default: 0.32.6)
@@ -75,6 +79,15 @@ public enum EmulatorCommandLine {
                     throw UsageError(description: "--first-token-ms expects milliseconds, got '\(text)'")
                 }
                 config.firstTokenMs = n
+            case "--answer-tokens":
+                let text = try value(flag)
+                let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+                let low = Int(parts[0])
+                let high = parts.count == 2 ? Int(parts[1]) : low
+                guard let low, let high, low >= 1, high >= low, high <= 100_000 else {
+                    throw UsageError(description: "--answer-tokens expects MIN-MAX tokens (1-100000), got '\(text)'")
+                }
+                config.answerTokens = low...high
             case "--fault":
                 do {
                     config.fault = try EmulatorFault(parsing: try value(flag))

@@ -15,6 +15,9 @@ public struct EmulatorConfiguration: Sendable {
     ]
     /// Generation speed. 200 tokens/s is a fast GPU; tests raise it.
     public var tokensPerSecond = 200.0
+    /// How many tokens an answer has, before any `max_tokens` cut: each prompt picks its own length in this
+    /// range, deterministically. The default is short (quick tests); a chat model's answer is often hundreds.
+    public var answerTokens: ClosedRange<Int> = 12...48
     /// Delay before the first token of every chat answer (prompt processing).
     public var firstTokenMs = 0
     /// Faults applied to every chat request.

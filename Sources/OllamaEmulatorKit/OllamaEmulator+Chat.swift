@@ -73,7 +73,8 @@ extension OllamaEmulator {
         if fault.http500 {
             return .failure(ChatRefusal(status: 500, message: "llama runner process has terminated: exit status 2"))
         }
-        let generator = TextGenerator(prompt: prompt)
+        let generator = TextGenerator(prompt: prompt, minTokens: self.configuration.answerTokens.lowerBound,
+                                      maxTokens: self.configuration.answerTokens.upperBound)
         var tokens = generator.tokens
         var doneReason = "stop"
         if let limit, limit >= 0, limit < tokens.count {

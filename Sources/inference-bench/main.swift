@@ -44,6 +44,8 @@ guard let ollamaURL = options["ollama"] else { fail("--ollama URL is required") 
 let model = options["model"] ?? "qwen2.5:7b"
 let count = Int(options["count"] ?? "50") ?? 50
 let concurrency = Int(options["concurrency"] ?? "100") ?? 100
+/// The emulator's answer length (tokens), as the script passed it: for the report only.
+let answerTokens = options["answer-tokens"] ?? "12-48"
 
 // MARK: The device
 
@@ -381,6 +383,7 @@ let addedP99 = percentile(added, 0.99)
 let cpuPercent = homebaseCPU.flatMap { h in ollamaCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } }
 var report: [String: Any] = [
     "model": model,
+    "answer_tokens": answerTokens,
     "sequential": [
         "count": count, "direct": stats(directSamples), "through_homebase": stats(remoteSamples),
         "added_ttft_ms_p50": round2(addedP50), "added_ttft_ms_p99": round2(addedP99),
@@ -417,7 +420,7 @@ let ds = stats(directSamples)
 let rs = stats(remoteSamples)
 let table = """
 
-    inference bench (\(model), \(count) sequential pairs, \(concurrency) concurrent streams)
+    inference bench (\(model), answers of \(answerTokens) tokens, \(count) sequential pairs, \(concurrency) concurrent streams)
     | measure                               | direct     | via Homebase | target      |
     |---------------------------------------|------------|--------------|-------------|
     | TTFT p50 (ms)                         | \(f(ds["ttft_ms_p50"] as? Double).padding(10)) | \(f(rs["ttft_ms_p50"] as? Double).padding(12)) |             |

@@ -49,6 +49,22 @@ import Testing
         }
     }
 
+    /// `--answer-tokens`: every answer has a length in the range, the same one for the same prompt.
+    @Test func answerLengthFollowsTheConfiguredRange() throws {
+        try self.withEmulator({ $0.answerTokens = 300...310 }) { (client: RawHTTPClient) throws in
+            for prompt in ["hi", "tell me about rivers", "x"] {
+                let body = #"{"model":"qwen2.5:7b","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"\#(prompt)"}]}"#
+                let events = self.events(try client.send("POST", "/v1/chat/completions", body: body).text)
+                let usage = try #require(try self.json(events[events.count - 2])["usage"] as? [String: Any])
+                let completion = try #require(usage["completion_tokens"] as? Int)
+                #expect((300...310).contains(completion))
+                #expect(completion == TextGenerator(prompt: prompt, minTokens: 300, maxTokens: 310).tokens.count)
+                // One chunk per token, as Ollama streams.
+                #expect(events.filter { $0.contains(#""content":"#) }.count == completion)
+            }
+        }
+    }
+
     @Test func usageChunkOnlyWithIncludeUsage() throws {
         try self.withEmulator { (client: RawHTTPClient) throws in
             let body = #"{"model":"qwen2.5:7b","stream":true,"messages":[{"role":"user","content":"hi"}]}"#
@@ -171,8 +187,18 @@ import Testing
     @Test func commandLineParsesAndRejects() throws {
         guard case .run(let c) = try EmulatorCommandLine.parse(
             ["--listen", "0.0.0.0:9999", "--models", "a,b:1b", "--loaded", "a", "--tokens-per-s", "50",
-             "--first-token-ms", "7", "--fault", "http-500", "--version", "9.9", "--legacy-chunks"])
+             "--first-token-ms", "7", "--fault", "http-500", "--version", "9.9", "--legacy-chunks",
+             "--answer-tokens", "200-400"])
         else { Issue.record("expected run"); return }
+        #expect(c.answerTokens == 200...400)
+        guard case .run(let exact) = try EmulatorCommandLine.parse(["--answer-tokens", "64"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(exact.answerTokens == 64...64)
+        for bad in ["0", "10-5", "x", "5-", "-5", "1-100001", ""] {
+            #expect(throws: EmulatorCommandLine.UsageError.self) { try EmulatorCommandLine.parse(["--answer-tokens", bad]) }
+        }
         #expect(c.host == "0.0.0.0" && c.port == 9999 && c.models == ["a", "b:1b"] && c.loaded == ["a"])
         #expect(c.tokensPerSecond == 50 && c.firstTokenMs == 7 && c.fault.http500 && c.version == "9.9" && c.legacyChunks)
         guard case .help = try EmulatorCommandLine.parse(["--help"]) else { Issue.record("expected help"); return }
