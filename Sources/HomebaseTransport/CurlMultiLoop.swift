@@ -195,15 +195,16 @@ final class CurlMultiLoop: Sendable {
                         }
                         continue
                     }
+                    // One wake-up of the consumer for everything this pass delivered (a pushed consumer
+                    // may start pacing right here, so the pause below follows its first text at once).
+                    if transfer.flushDelivery() {
+                        self.resume(transfer)
+                    }
                     if let interval = transfer.request.bodyPacing?.interval {
                         self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
                         if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {
                             nextDeadline = until
                         }
-                    }
-                    // One wake-up of the consumer for everything this pass delivered.
-                    if transfer.flushDelivery() {
-                        self.resume(transfer)
                     }
                     guard let idle = transfer.request.idleTimeout, !transfer.isPaused, transfer.pacedUntil == nil else {
                         continue
@@ -240,6 +241,14 @@ final class CurlMultiLoop: Sendable {
         return Self.pacingOrigin + interval * (Int(ticks.rounded(.down)) + 1)
     }
 
+    /// When a transfer paused at `now` reads again: the first grid tick more than half an interval away
+    /// (plus 2 ms for consumers' millisecond clocks). So consecutive deliveries are never closer than that,
+    /// the first one after the unpaced first text included: a consumer that coalesces with a tolerance of
+    /// half an interval (the Homebase) finds every read due, and never needs a timer of its own.
+    static func resumeTick(after now: ContinuousClock.Instant, interval: Duration) -> ContinuousClock.Instant {
+        Self.nextTick(after: now + min(interval / 2 + .milliseconds(2), interval), interval: interval)
+    }
+
     /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`; when
     /// the time is up, read again (`unpaced` asks the loop for another pass at once).
     private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: Duration,
@@ -259,7 +268,7 @@ final class CurlMultiLoop: Sendable {
             // A transfer the consumer paused (buffer full) stays paused until it resumes it.
             guard !transfer.isPaused, transfer.pacedUntil == nil else { return }
             _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
-            transfer.pacedUntil = Self.nextTick(after: now, interval: interval)
+            transfer.pacedUntil = Self.resumeTick(after: now, interval: interval)
         }
     }
 }

@@ -301,6 +301,10 @@ final class CurlTransfer: @unchecked Sendable {
             let bytes = self.body
             self.body = []
             handler.body(bytes)
+            // The handler may have started pacing on this very read (its first text): pause from here.
+            if let pacing = self.request.bodyPacing, pacing.isStarted, self.drainDeadline == nil {
+                self.wantsPacingPause = true
+            }
             return false
         case .buffered:
             return false

@@ -10,6 +10,7 @@ import Testing
 final class CollectingSink: ChatEventSink {
     private struct State {
         var batches: [[ChatEngineEvent]] = []
+        var times: [ContinuousClock.Instant] = []
         var ended: (any Error)??
         var endCount = 0
         var eventsAfterEnd = 0
@@ -22,6 +23,7 @@ final class CollectingSink: ChatEventSink {
         self.state.withLock { s in
             if s.ended != nil { s.eventsAfterEnd += 1 }
             s.batches.append(batch)
+            s.times.append(.now)
         }
     }
 
@@ -50,6 +52,8 @@ final class CollectingSink: ChatEventSink {
 
     var endCount: Int { self.state.withLock { $0.endCount } }
     var batchCount: Int { self.state.withLock { $0.batches.count } }
+    /// When each batch arrived.
+    var times: [ContinuousClock.Instant] { self.state.withLock { $0.times } }
     var eventsAfterEnd: Int { self.state.withLock { $0.eventsAfterEnd } }
     var hasEnded: Bool { self.state.withLock { $0.ended != nil } }
 }
@@ -206,8 +210,10 @@ final class CollectingSink: ChatEventSink {
         #expect(gone.withLock { $0 })
     }
 
-    /// Paced (as the Homebase reads): the answer is the same, in fewer reads than tokens, twice in a row.
-    @Test func pacedAnswerIsWholeInFewerReads() async throws {
+    /// Paced (as the Homebase reads): the answer is the same, in fewer reads than tokens, twice in a row; no
+    /// two reads closer than half the interval, the one right after the first text included (so a coalescer
+    /// with half an interval of tolerance never has to hold text on a timer).
+    @Test func pacedAnswerIsWholeInFewerReadsSpacedAtLeastHalfAnInterval() async throws {
         try await self.withEmulator(tokensPerSecond: 400) { _, base in
             let engine = self.engine(base, pacing: .milliseconds(30))
             let (expected, _) = await self.pulled(self.engine(base), model: "qwen2.5:7b")
@@ -218,6 +224,11 @@ final class CollectingSink: ChatEventSink {
                 #expect(error == nil)
                 #expect(batches.flatMap { $0 } == expected)
                 #expect(batches.count < expected.count / 2)
+                let times = sink.times
+                for (earlier, later) in zip(times, times.dropFirst()).dropLast() {
+                    // The last batch may follow at once: the answer's end is read while draining.
+                    #expect(later - earlier >= .milliseconds(15), "reads \(later - earlier) apart")
+                }
             }
         }
     }

@@ -1,5 +1,5 @@
 import Foundation
-import HomebaseTransport
+@testable import HomebaseTransport
 import Synchronization
 import Testing
 
@@ -62,5 +62,31 @@ import Testing
         DeferredWakes.wake(target) { log.withLock { $0.append("here") } }
         #expect(log.withLock { $0 } == ["here"])
         proceed.signal()
+    }
+}
+
+/// The pacing grid: reads resume on shared ticks, never closer than half an interval after a pause.
+@Suite struct PacingGridTests {
+    @Test func resumeIsOnTheGridAndAtLeastHalfAnIntervalAway() {
+        let interval = Duration.milliseconds(30)
+        var now = ContinuousClock.now
+        for _ in 0..<200 {
+            now += .microseconds(Int64.random(in: 0..<40_000))
+            let resume = CurlMultiLoop.resumeTick(after: now, interval: interval)
+            #expect(resume - now > .milliseconds(15))
+            #expect(resume - now <= interval + .milliseconds(17))
+            // On the grid: the same tick as any other transfer paused within the same stretch.
+            #expect(CurlMultiLoop.nextTick(after: resume - .nanoseconds(1), interval: interval) == resume)
+        }
+    }
+
+    @Test func transfersPausedCloseTogetherResumeTogether() {
+        let interval = Duration.milliseconds(30)
+        let start = CurlMultiLoop.nextTick(after: .now, interval: interval)
+        // Paused 1 ms and 10 ms after a tick: both resume on the next one (17 and 20 ms later).
+        let a = CurlMultiLoop.resumeTick(after: start + .milliseconds(1), interval: interval)
+        let b = CurlMultiLoop.resumeTick(after: start + .milliseconds(10), interval: interval)
+        #expect(a == b)
+        #expect(a == start + interval)
     }
 }
