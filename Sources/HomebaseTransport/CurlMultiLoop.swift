@@ -127,8 +127,8 @@ final class CurlMultiLoop: Sendable {
             if work.shuttingDown && work.started.isEmpty && active.isEmpty {
                 return
             }
-            var now = ContinuousClock.now
-            var nextDeadline: ContinuousClock.Instant?
+            var now = Posix.monotonicNs
+            var nextDeadline: UInt64?
             var unpaced = false
             // Wake-ups of other threads asked for during the pass (the relay link, per frame the handlers
             // send) happen once, at its end.
@@ -153,12 +153,12 @@ final class CurlMultiLoop: Sendable {
                 }
                 for transfer in work.cancelled {
                     guard let easy = transfer.easy, active[easy] != nil else { continue }
-                    if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadline == nil {
+                    if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadlineNs == nil {
                         // The consumer had the whole answer: read the rest (the chunked terminator) so the
                         // connection can be reused, for at most the grace; the deadline check below aborts it after.
-                        transfer.drainDeadline = .now + pacing.drainGrace
-                        if transfer.pacedUntil != nil || transfer.isPaused {
-                            transfer.pacedUntil = nil
+                        transfer.drainDeadlineNs = Posix.monotonicNs &+ nanoseconds(pacing.drainGrace)
+                        if transfer.pacedUntilNs != nil || transfer.isPaused {
+                            transfer.pacedUntilNs = nil
                             transfer.isPaused = false
                             _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
                         }
@@ -169,8 +169,8 @@ final class CurlMultiLoop: Sendable {
                 for transfer in work.resumed {
                     guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
                     transfer.isPaused = false
-                    transfer.pacedUntil = nil  // CONT below lifts a pacing pause too
-                    transfer.lastActivity = .now
+                    transfer.pacedUntilNs = nil  // CONT below lifts a pacing pause too
+                    transfer.lastActivityNs = Posix.monotonicNs
                     // May call the write callback right here with the held-back bytes (and pause again).
                     _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
                 }
@@ -185,9 +185,13 @@ final class CurlMultiLoop: Sendable {
                     remove(easy)?.finish(curlCode: code)
                 }
 
-                now = ContinuousClock.now
+                now = Posix.monotonicNs
                 for (easy, transfer) in active {
-                    if let deadline = transfer.drainDeadline {
+                    if transfer.sawBytes {
+                        transfer.sawBytes = false
+                        transfer.lastActivityNs = now
+                    }
+                    if let deadline = transfer.drainDeadlineNs {
                         if deadline <= now {
                             remove(easy)?.finish(error: .cancelled)
                         } else if nextDeadline.map({ deadline < $0 }) ?? true {
@@ -200,16 +204,16 @@ final class CurlMultiLoop: Sendable {
                     if transfer.flushDelivery() {
                         self.resume(transfer)
                     }
-                    if let interval = transfer.request.bodyPacing?.interval {
+                    if let interval = transfer.pacingIntervalNs {
                         self.pace(transfer, easy: easy, interval: interval, now: now, unpaced: &unpaced)
-                        if let until = transfer.pacedUntil, nextDeadline.map({ until < $0 }) ?? true {
+                        if let until = transfer.pacedUntilNs, nextDeadline.map({ until < $0 }) ?? true {
                             nextDeadline = until
                         }
                     }
-                    guard let idle = transfer.request.idleTimeout, !transfer.isPaused, transfer.pacedUntil == nil else {
+                    guard let idle = transfer.idleTimeoutNs, !transfer.isPaused, transfer.pacedUntilNs == nil else {
                         continue
                     }
-                    let deadline = transfer.lastActivity + idle
+                    let deadline = transfer.lastActivityNs &+ idle
                     if deadline <= now {
                         transfer.fail(.timedOut)
                         remove(easy)?.finish(error: .timedOut)
@@ -223,40 +227,38 @@ final class CurlMultiLoop: Sendable {
                 // Reading resumed: let curl_multi_perform read what waited, without sleeping first.
                 timeout = 0
             } else if let nextDeadline {
-                now = ContinuousClock.now
-                timeout = Int32(min(Int(timeout), milliseconds(nextDeadline - now)))
+                now = Posix.monotonicNs
+                // Rounded up, so the loop never wakes just before a deadline and sleeps 0 ms in a spin.
+                let waitMs = nextDeadline > now ? (nextDeadline - now + 999_999) / 1_000_000 : 0
+                timeout = Int32(min(UInt64(timeout), waitMs))
             }
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }
     }
 
-    /// The origin of the pacing grid: paused transfers resume on multiples of their interval from here.
-    private static let pacingOrigin = ContinuousClock.now
-
-    /// The first grid tick after `now`. Transfers paced alike resume together, so one wake-up of this thread
-    /// (and one burst of work downstream) serves all of them, instead of one each at scattered times. A
-    /// transfer is read at most once per tick and waits at most one interval.
-    static func nextTick(after now: ContinuousClock.Instant, interval: Duration) -> ContinuousClock.Instant {
-        let ticks = (now - Self.pacingOrigin) / interval
-        return Self.pacingOrigin + interval * (Int(ticks.rounded(.down)) + 1)
+    /// The first grid tick after `now` (monotonic ns; the grid is multiples of `interval` since the clock's
+    /// origin). Transfers paced alike resume together, so one wake-up of this thread (and one burst of work
+    /// downstream) serves all of them, instead of one each at scattered times.
+    static func nextTick(after now: UInt64, interval: UInt64) -> UInt64 {
+        (now / interval + 1) * interval
     }
 
     /// When a transfer paused at `now` reads again: the first grid tick more than half an interval away
     /// (plus 2 ms for consumers' millisecond clocks). So consecutive deliveries are never closer than that,
     /// the first one after the unpaced first text included: a consumer that coalesces with a tolerance of
     /// half an interval (the Homebase) finds every read due, and never needs a timer of its own.
-    static func resumeTick(after now: ContinuousClock.Instant, interval: Duration) -> ContinuousClock.Instant {
-        Self.nextTick(after: now + min(interval / 2 + .milliseconds(2), interval), interval: interval)
+    static func resumeTick(after now: UInt64, interval: UInt64) -> UInt64 {
+        Self.nextTick(after: now + min(interval / 2 + 2_000_000, interval), interval: interval)
     }
 
     /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`; when
     /// the time is up, read again (`unpaced` asks the loop for another pass at once).
-    private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: Duration,
-                      now: ContinuousClock.Instant, unpaced: inout Bool) {
-        if let until = transfer.pacedUntil {
+    private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: UInt64,
+                      now: UInt64, unpaced: inout Bool) {
+        if let until = transfer.pacedUntilNs {
             guard until <= now else { return }
-            transfer.pacedUntil = nil
-            transfer.lastActivity = now  // paced time is not silence: the idle timeout counts from here
+            transfer.pacedUntilNs = nil
+            transfer.lastActivityNs = now  // paced time is not silence: the idle timeout counts from here
             if !transfer.isPaused {
                 // May deliver what libcurl holds right here, which asks for the next pause.
                 _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
@@ -266,9 +268,9 @@ final class CurlMultiLoop: Sendable {
         if transfer.wantsPacingPause {
             transfer.wantsPacingPause = false
             // A transfer the consumer paused (buffer full) stays paused until it resumes it.
-            guard !transfer.isPaused, transfer.pacedUntil == nil else { return }
+            guard !transfer.isPaused, transfer.pacedUntilNs == nil else { return }
             _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
-            transfer.pacedUntil = Self.resumeTick(after: now, interval: interval)
+            transfer.pacedUntilNs = Self.resumeTick(after: now, interval: interval)
         }
     }
 }

@@ -38,21 +38,29 @@ final class CurlTransfer: @unchecked Sendable {
     /// A failure found by our own checks (size, idle time), which wins over the CURLcode it causes.
     private var failure: HTTPClientError?
     private var isFinished = false
-    /// Last time bytes arrived, or the transfer started or resumed: the idle timeout counts from here.
-    var lastActivity = ContinuousClock.now
+    /// Last time (monotonic ns) bytes arrived, or the transfer started or resumed: the idle timeout counts
+    /// from here. Bytes arriving only set `sawBytes`; the loop stamps the time once per pass.
+    var lastActivityNs = Posix.monotonicNs
+    /// Bytes (head or body) arrived during the current loop pass.
+    var sawBytes = false
+    /// `request`'s durations in nanoseconds, for the loop's arithmetic.
+    let idleTimeoutNs: UInt64?
+    let pacingIntervalNs: UInt64?
     /// The write callback returned CURL_WRITEFUNC_PAUSE and `curl_easy_pause(CONT)` has not been called since.
     var isPaused = false
     /// A delivery asked for read pacing (`HTTPRequest.bodyPacing`): the loop pauses reading after this pass.
     var wantsPacingPause = false
-    /// Reading is paused for pacing (CURLPAUSE_RECV) until this time.
-    var pacedUntil: ContinuousClock.Instant?
+    /// Reading is paused for pacing (CURLPAUSE_RECV) until this time (monotonic ns).
+    var pacedUntilNs: UInt64?
     /// The consumer let go of a finished paced body: bytes are read and dropped until the response ends
-    /// (the connection stays reusable) or this time passes (then it is aborted).
-    var drainDeadline: ContinuousClock.Instant?
+    /// (the connection stays reusable) or this time (monotonic ns) passes (then it is aborted).
+    var drainDeadlineNs: UInt64?
 
     init(request: HTTPRequest, delivery: Delivery) {
         self.request = request
         self.delivery = delivery
+        self.idleTimeoutNs = request.idleTimeout.map(nanoseconds)
+        self.pacingIntervalNs = request.bodyPacing.map { max(1, nanoseconds($0.interval)) }
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }
@@ -74,7 +82,7 @@ final class CurlTransfer: @unchecked Sendable {
             throw .transport(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
         }
         self.easy = easy
-        self.lastActivity = .now
+        self.lastActivityNs = Posix.monotonicNs
         let request = self.request
         let context = Unmanaged.passUnretained(self).toOpaque()
 
@@ -197,7 +205,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// One header line, terminator included (libcurl always passes whole lines).
     func headerLineReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
-        self.lastActivity = .now
+        self.sawBytes = true
         var line = Substring(String(decoding: bytes, as: UTF8.self))
         while let last = line.last, last.isNewline {  // "\r\n" is one Character
             line.removeLast()
@@ -252,8 +260,8 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// A piece of the body. Returns how much was taken: all, 0 to abort, or CURL_WRITEFUNC_PAUSE.
     func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
-        self.lastActivity = .now
-        if self.drainDeadline != nil {
+        self.sawBytes = true
+        if self.drainDeadlineNs != nil {
             return bytes.count  // draining a finished body: nobody reads these
         }
         if !self.headComplete {
@@ -302,7 +310,7 @@ final class CurlTransfer: @unchecked Sendable {
             self.body = []
             handler.body(bytes)
             // The handler may have started pacing on this very read (its first text): pause from here.
-            if let pacing = self.request.bodyPacing, pacing.isStarted, self.drainDeadline == nil {
+            if let pacing = self.request.bodyPacing, pacing.isStarted, self.drainDeadlineNs == nil {
                 self.wantsPacingPause = true
             }
             return false
@@ -401,6 +409,14 @@ extension Substring {
         else { return "" }
         return String(self[first...last])
     }
+}
+
+/// `duration` in whole nanoseconds, clamped to 0...UInt64.max.
+func nanoseconds(_ duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    guard seconds >= 0, attoseconds >= 0 else { return 0 }
+    let (ns, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+    return overflow ? .max : ns &+ UInt64(attoseconds / 1_000_000_000)
 }
 
 /// Whole milliseconds in `duration`, rounded up so that a tiny timeout never becomes 0 ("no timeout").

@@ -67,26 +67,35 @@ import Testing
 
 /// The pacing grid: reads resume on shared ticks, never closer than half an interval after a pause.
 @Suite struct PacingGridTests {
+    static let ms: UInt64 = 1_000_000
+
     @Test func resumeIsOnTheGridAndAtLeastHalfAnIntervalAway() {
-        let interval = Duration.milliseconds(30)
-        var now = ContinuousClock.now
-        for _ in 0..<200 {
-            now += .microseconds(Int64.random(in: 0..<40_000))
+        let interval = 30 * Self.ms
+        var now: UInt64 = 123_456_789_012
+        for _ in 0..<500 {
+            now += UInt64.random(in: 0..<40 * Self.ms)
             let resume = CurlMultiLoop.resumeTick(after: now, interval: interval)
-            #expect(resume - now > .milliseconds(15))
-            #expect(resume - now <= interval + .milliseconds(17))
-            // On the grid: the same tick as any other transfer paused within the same stretch.
-            #expect(CurlMultiLoop.nextTick(after: resume - .nanoseconds(1), interval: interval) == resume)
+            #expect(resume - now > 15 * Self.ms)
+            #expect(resume - now <= interval + 17 * Self.ms)
+            #expect(resume % interval == 0)
         }
     }
 
     @Test func transfersPausedCloseTogetherResumeTogether() {
-        let interval = Duration.milliseconds(30)
-        let start = CurlMultiLoop.nextTick(after: .now, interval: interval)
-        // Paused 1 ms and 10 ms after a tick: both resume on the next one (17 and 20 ms later).
-        let a = CurlMultiLoop.resumeTick(after: start + .milliseconds(1), interval: interval)
-        let b = CurlMultiLoop.resumeTick(after: start + .milliseconds(10), interval: interval)
+        let interval = 30 * Self.ms
+        let tick = CurlMultiLoop.nextTick(after: 987_654_321_000, interval: interval)
+        #expect(tick % interval == 0 && tick > 987_654_321_000 && tick - 987_654_321_000 <= interval)
+        // Paused 1 ms and 10 ms after a tick: both resume on the next one (29 and 20 ms later).
+        let a = CurlMultiLoop.resumeTick(after: tick + 1 * Self.ms, interval: interval)
+        let b = CurlMultiLoop.resumeTick(after: tick + 10 * Self.ms, interval: interval)
         #expect(a == b)
-        #expect(a == start + interval)
+        #expect(a == tick + interval)
+        // Paused 14 ms after: 16 ms to that tick is not enough (>= 17), so the one after.
+        #expect(CurlMultiLoop.resumeTick(after: tick + 14 * Self.ms, interval: interval) == tick + 2 * interval)
+    }
+
+    @Test func tinyIntervalStillAdvances() {
+        #expect(CurlMultiLoop.resumeTick(after: 5, interval: 1) > 5)
+        #expect(CurlMultiLoop.nextTick(after: 0, interval: 7) == 7)
     }
 }
