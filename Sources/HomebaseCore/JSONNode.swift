@@ -92,8 +92,8 @@ public enum JSONNode: Equatable, Sendable {
     }
 }
 
-/// The recursive-descent parser behind `JSONNode.parse`, over a byte buffer that outlives it.
-private struct JSONNodeParser {
+/// The recursive-descent parser behind `JSONNode.parse` and `JSONReader`, over a byte buffer that outlives it.
+struct JSONNodeParser {
     typealias ParseError = JSONNode.ParseError
 
     let bytes: UnsafeBufferPointer<UInt8>
@@ -103,7 +103,7 @@ private struct JSONNodeParser {
         self.bytes = bytes
     }
 
-    private func fail(_ reason: ParseError.Reason) -> ParseError {
+    func fail(_ reason: ParseError.Reason) -> ParseError {
         ParseError(reason: reason, offset: self.index)
     }
 
@@ -116,7 +116,7 @@ private struct JSONNodeParser {
         }
     }
 
-    private func peek() throws(ParseError) -> UInt8 {
+    func peek() throws(ParseError) -> UInt8 {
         guard self.index < self.bytes.count else { throw self.fail(.unexpectedEnd) }
         return self.bytes[self.index]
     }
@@ -134,7 +134,7 @@ private struct JSONNodeParser {
         }
     }
 
-    private mutating func literal(_ word: StaticString) throws(ParseError) {
+    mutating func literal(_ word: StaticString) throws(ParseError) {
         let count = word.utf8CodeUnitCount
         guard self.bytes.count - self.index >= count else { throw self.fail(.unexpectedEnd) }
         for offset in 0..<count where self.bytes[self.index + offset] != word.utf8Start[offset] {
@@ -193,7 +193,14 @@ private struct JSONNodeParser {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, returned as its text.
-    private mutating func number() throws(ParseError) -> String {
+    mutating func number() throws(ParseError) -> String {
+        let start = try self.numberRange()
+        return String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
+    }
+
+    /// Checks a number (as `number()`) without keeping its text: returns where it starts; `index` is past it.
+    /// Short plain integers, nearly all numbers in practice, cost no allocation.
+    mutating func numberRange() throws(ParseError) -> Int {
         let start = self.index
         if self.bytes[self.index] == UInt8(ascii: "-") { self.index += 1 }
         guard self.index < self.bytes.count else { throw self.fail(.unexpectedEnd) }
@@ -213,15 +220,15 @@ private struct JSONNodeParser {
             }
             guard self.digits() > 0 else { throw self.fail(.invalidNumber) }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
         // Foundation refuses numbers a Double cannot hold (1e400); so do we. Short plain integers always fit.
-        if self.index - start > 15 || text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }) {
-            guard let value = Double(text), value.isFinite else {
+        let span = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
+        if span.count > 15 || span.contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }) {
+            guard let value = Double(String(decoding: span, as: UTF8.self)), value.isFinite else {
                 self.index = start
                 throw self.fail(.invalidNumber)
             }
         }
-        return text
+        return start
     }
 
     private mutating func digits() -> Int {
@@ -233,7 +240,7 @@ private struct JSONNodeParser {
     }
 
     /// A string starting at its opening quote. Without escapes the bytes are taken in one piece.
-    private mutating func string() throws(ParseError) -> String {
+    mutating func string() throws(ParseError) -> String {
         self.index += 1  // "
         let start = self.index
         while self.index < self.bytes.count {
@@ -286,7 +293,7 @@ private struct JSONNodeParser {
     }
 
     /// After `\u`: four hex digits, and for a high surrogate the `\uDC00`-`\uDFFF` that must follow it.
-    private mutating func unicodeEscape() throws(ParseError) -> Unicode.Scalar {
+    mutating func unicodeEscape() throws(ParseError) -> Unicode.Scalar {
         let first = try self.hex4()
         switch first {
         case 0xD800...0xDBFF:
@@ -326,7 +333,7 @@ private struct JSONNodeParser {
     }
 
     /// The bytes as a String, refusing invalid UTF-8.
-    private func validated(_ range: Range<Int>) throws(ParseError) -> String {
+    func validated(_ range: Range<Int>) throws(ParseError) -> String {
         let slice = UnsafeBufferPointer(rebasing: self.bytes[range])
         // ASCII needs no validation; the common case for model output is mostly ASCII.
         if slice.allSatisfy({ $0 < 0x80 }) {

@@ -29,6 +29,8 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private var usage: Usage?
     private var callsEmitted = false
     private(set) var isComplete = false
+    /// Off only in tests, which check the fast path against the general one.
+    var usesFastPath = true
 
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
@@ -40,7 +42,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
             // A server that says DONE without a finish_reason still finished: treat it as a plain stop.
             return try self.emitCalls() + [.finished(self.finalReason(self.finish ?? .stop), self.usage)]
         }
-        if let fast = self.decodeCommonChunk(data) { return fast }
+        if self.usesFastPath, let fast = self.decodeCommonChunk(data) { return fast }
         guard let chunk = JSONText.object(data) else { throw .malformed("chunk is not a JSON object") }
         if let error = chunk["error"], !(error is NSNull) {
             throw .midStream(JSONText.errorMessage(error) ?? "error event")
@@ -68,51 +70,35 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         return out
     }
 
-    /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), read with the small
-    /// `JSONNode` parser instead of `JSONSerialization`'s dictionaries. Returns nil for anything else (tool
-    /// calls, errors, unexpected types), which then takes the general path with its precise error reporting.
+    /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), read in one pass with
+    /// `JSONReader` (no tree, no dictionaries; the whole text is still checked). Returns nil for anything else
+    /// (tool calls, errors, unexpected types), which then takes the general path with its precise error
+    /// reporting. Where a key repeats, the last one counts, as in the general path.
     private mutating func decodeCommonChunk(_ data: String) -> [ChatEngineEvent]? {
-        guard let chunk = try? JSONNode.parse(data), chunk.isObject else { return nil }
-        if let error = chunk["error"], !error.isNull { return nil }
+        guard let scan = try? JSONReader.read(data, { (reader: inout JSONReader) throws(JSONReader.ParseError) in
+            try CommonChunk.read(&reader)
+        }) else { return nil }
+        if scan.error { return nil }
         var out: [ChatEngineEvent] = []
         var finish: FinishReason?
-        if let choices = chunk["choices"], !choices.isNull {
-            guard let items = choices.arrayValue else { return nil }
-            for (position, choice) in items.enumerated() {
-                guard choice.isObject else { return nil }
-                var index = position
-                if let value = choice["index"], !value.isNull {
-                    guard let int = value.intValue else { return nil }
-                    index = int
-                }
-                guard index == 0 else { continue }
-                if let delta = choice["delta"], !delta.isNull {
-                    guard delta.isObject else { return nil }
-                    if let calls = delta["tool_calls"], !calls.isNull {
-                        guard let items = calls.arrayValue, items.isEmpty else { return nil }
-                    }
-                    if let content = delta["content"], !content.isNull {
-                        guard let text = content.stringValue else { return nil }
-                        if !text.isEmpty { out.append(.text(text)) }
-                    }
-                }
-                if let reason = choice["finish_reason"], !reason.isNull {
-                    // Joined tool calls are emitted (and checked) by the general path.
-                    guard let text = reason.stringValue, self.calls.isEmpty else { return nil }
-                    finish = Self.reason(text)
-                }
+        for choice in scan.choices ?? [] {
+            guard let index = choice.index else { return nil }
+            guard index == 0 else { continue }
+            guard let delta = choice.delta else { return nil }
+            if let text = delta, !text.isEmpty { out.append(.text(text)) }
+            switch choice.finish {
+            case .absent: break
+            case .invalid: return nil
+            case .reason(let text):
+                // Joined tool calls are emitted (and checked) by the general path.
+                guard self.calls.isEmpty else { return nil }
+                finish = Self.reason(text)
             }
         }
-        var usage: Usage?
-        if let object = chunk["usage"], !object.isNull {
-            guard let prompt = object["prompt_tokens"]?.intValue, let completion = object["completion_tokens"]?.intValue,
-                prompt >= 0, completion >= 0
-            else { return nil }
-            usage = Usage(promptTokens: prompt, completionTokens: completion)
-        }
+        if case .invalid = scan.usage { return nil }
         // Only now, when the whole chunk was understood, does it change the decoder's state.
         if let finish { self.finish = finish }
-        if let usage { self.usage = usage }
+        if case .usage(let usage) = scan.usage { self.usage = usage }
         return out
     }
 
@@ -177,5 +163,168 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     static func usage(_ object: [String: Any]) throws(ChatEngineError) -> Usage {
         Usage(promptTokens: try JSONText.int(object["prompt_tokens"], "usage.prompt_tokens") ?? 0,
               completionTokens: try JSONText.int(object["completion_tokens"], "usage.completion_tokens") ?? 0)
+    }
+}
+
+/// What `decodeCommonChunk` needs from a chunk, read in one pass. A field that is present but not of the
+/// common shape is recorded as such, and the chunk goes to the general path.
+private struct CommonChunk {
+    enum Finish {
+        case absent
+        case reason(String)
+        case invalid
+    }
+
+    enum UsageField {
+        case absent
+        case usage(Usage)
+        case invalid
+    }
+
+    struct Choice {
+        /// The choice's index (its position when absent or null); nil when not an integer.
+        var index: Int?
+        /// The delta's text (`.some(nil)`: no text); nil when the delta is not of the common shape.
+        var delta: String??
+        var finish = Finish.absent
+    }
+
+    /// An `error` member that is not null.
+    var error = false
+    /// nil when `choices` is absent or null.
+    var choices: [Choice]?
+    var usage = UsageField.absent
+
+    /// nil when the text is JSON but not an object, or its `choices` is not an array of objects.
+    static func read(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> CommonChunk? {
+        var chunk = CommonChunk()
+        var shapeOK = true
+        let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
+            if key.matches("error") {
+                chunk.error = !(try reader.null())
+                if chunk.error { try reader.skip() }
+            } else if key.matches("choices") {
+                if try reader.null() {
+                    chunk.choices = nil
+                    return
+                }
+                var choices: [Choice] = []
+                let isArray = try reader.array { (position, reader) throws(JSONReader.ParseError) in
+                    var choice = Choice(index: position, delta: .some(nil))
+                    guard try reader.object({ (key, reader) throws(JSONReader.ParseError) in
+                        if key.matches("index") {
+                            choice.index = try Self.index(&reader, position: position)
+                        } else if key.matches("delta") {
+                            choice.delta = try Self.delta(&reader)
+                        } else if key.matches("finish_reason") {
+                            choice.finish = try Self.finish(&reader)
+                        } else {
+                            try reader.skip()
+                        }
+                    }) else {
+                        shapeOK = false
+                        try reader.skip()
+                        return
+                    }
+                    choices.append(choice)
+                }
+                if !isArray {
+                    shapeOK = false
+                    try reader.skip()
+                }
+                chunk.choices = choices
+            } else if key.matches("usage") {
+                chunk.usage = try Self.usage(&reader)
+            } else {
+                try reader.skip()
+            }
+        }
+        if !isObject {
+            try reader.skip()
+            return nil
+        }
+        return shapeOK ? chunk : nil
+    }
+
+    private static func index(_ reader: inout JSONReader, position: Int) throws(JSONReader.ParseError) -> Int? {
+        if try reader.null() { return position }
+        return try Self.integer(&reader)
+    }
+
+    /// An integer value; nil (consumed) for anything else.
+    private static func integer(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Int? {
+        guard try reader.kind() == .number else {
+            try reader.skip()
+            return nil
+        }
+        return try reader.integer()
+    }
+
+    private static func delta(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> String?? {
+        if try reader.null() { return .some(nil) }
+        var content: String?? = .some(nil)
+        var toolCallsOK = true
+        let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
+            if key.matches("content") {
+                if try reader.null() {
+                    content = .some(nil)
+                } else if try reader.kind() == .string {
+                    content = .some(try reader.string())
+                } else {
+                    content = nil
+                    try reader.skip()
+                }
+            } else if key.matches("tool_calls") {
+                // Null or empty is the common shape; any call goes to the general path.
+                if try reader.null() {
+                    toolCallsOK = true
+                } else {
+                    var empty = true
+                    let isArray = try reader.array { (_, reader) throws(JSONReader.ParseError) in
+                        empty = false
+                        try reader.skip()
+                    }
+                    if !isArray { try reader.skip() }
+                    toolCallsOK = isArray && empty
+                }
+            } else {
+                try reader.skip()
+            }
+        }
+        if !isObject {
+            try reader.skip()
+            return nil
+        }
+        return toolCallsOK ? content : nil
+    }
+
+    private static func finish(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Finish {
+        if try reader.null() { return .absent }
+        guard try reader.kind() == .string else {
+            try reader.skip()
+            return .invalid
+        }
+        return .reason(try reader.string())
+    }
+
+    private static func usage(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> UsageField {
+        if try reader.null() { return .absent }
+        var prompt: Int?
+        var completion: Int?
+        let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
+            if key.matches("prompt_tokens") {
+                prompt = try Self.integer(&reader)
+            } else if key.matches("completion_tokens") {
+                completion = try Self.integer(&reader)
+            } else {
+                try reader.skip()
+            }
+        }
+        if !isObject {
+            try reader.skip()
+            return .invalid
+        }
+        guard let prompt, let completion, prompt >= 0, completion >= 0 else { return .invalid }
+        return .usage(Usage(promptTokens: prompt, completionTokens: completion))
     }
 }

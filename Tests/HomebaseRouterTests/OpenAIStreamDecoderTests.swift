@@ -144,4 +144,66 @@ import Testing
         ])
         #expect(result == .success([.text("mine"), .finished(.stop, nil)]))
     }
+
+    /// The one-pass fast path never answers differently from the general path: same events, same error, same
+    /// state after, for common chunks, odd but valid ones (duplicate keys, nulls, other indexes, escapes) and
+    /// broken ones, each also with one byte changed.
+    @Test func fastPathAgreesWithTheGeneralPath() {
+        let h = Self.head
+        let chunks = [
+            #"{\#(h),"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}],"usage":null}"#,
+            #"{\#(h),"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+            #"{\#(h),"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+            #"{"choices":[{"delta":{"content":"a\n\u00e9\ud83d\ude00"}}]}"#,
+            #"{"choices":[{"index":1,"delta":{"content":5}},{"index":0,"delta":{"content":"x"}}]}"#,
+            #"{"choices":[{"index":0,"index":1,"delta":{"content":"x"}}]}"#,
+            #"{"choices":[{"index":0,"delta":{"content":"x","content":"y"}}],"choices":null}"#,
+            #"{"choices":null,"choices":[{"delta":{"content":"late"}}]}"#,
+            #"{"choices":[{"index":0,"delta":{"content":"x","tool_calls":[]},"finish_reason":"length"}]}"#,
+            #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            #"{"choices":[{"index":"0","delta":{"content":"x"}}]}"#,
+            #"{"choices":[{"index":0.0,"delta":{"content":"x"}}]}"#,
+            #"{"choices":[{"index":0,"delta":"x"}]}"#,
+            #"{"choices":[{"index":0,"delta":{"content":null},"finish_reason":7}]}"#,
+            #"{"choices":{"index":0}}"#,
+            #"{"choices":[1]}"#,
+            #"{"usage":{"prompt_tokens":-1,"completion_tokens":2}}"#,
+            #"{"usage":{"prompt_tokens":1}}"#,
+            #"{"usage":[]}"#,
+            #"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            #"{"error":{"message":"boom"},"error":null}"#,
+            #"{"error":{"message":"boom"}}"#,
+            #"[1]"#, #""text""#, "{", #"{"choices":[{"delta":{"content":"x"}}]} x"#, "",
+        ]
+        var inputs = chunks
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]:,"\ 0123456789.-enul"#.utf8)
+        for chunk in chunks where !chunk.isEmpty {
+            for _ in 0..<200 {
+                var bytes = Array(chunk.utf8)
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+                inputs.append(String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        for data in inputs {
+            // A tool call already pending changes what a finish chunk means: check both starting states.
+            for pending in [false, true] {
+                var fast = OpenAIStreamDecoder()
+                var general = OpenAIStreamDecoder()
+                general.usesFastPath = false
+                if pending {
+                    let call = #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#
+                    _ = try? fast.decode(SSEEvent(event: nil, data: call))
+                    _ = try? general.decode(SSEEvent(event: nil, data: call))
+                }
+                let a = Result { () throws(ChatEngineError) in try fast.decode(SSEEvent(event: nil, data: data)) }
+                let b = Result { () throws(ChatEngineError) in try general.decode(SSEEvent(event: nil, data: data)) }
+                #expect(a == b, "\(data.debugDescription)")
+                // And the state they leave: the end of the stream reads the same.
+                let endA = Result { () throws(ChatEngineError) in try fast.endOfStream() }
+                let endB = Result { () throws(ChatEngineError) in try general.endOfStream() }
+                #expect(endA == endB, "\(data.debugDescription)")
+            }
+        }
+    }
 }

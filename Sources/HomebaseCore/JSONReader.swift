@@ -1,0 +1,256 @@
+/// Reads one JSON text in a single pass without building a tree: the caller walks objects and arrays,
+/// takes the values it wants and skips the rest. Exactly as strict as `JSONNode.parse` (same grammar, same
+/// depth limit, same errors), and skipped values are checked too: a text one accepts, the other accepts.
+///
+/// For hot paths that need a few fields of a larger object (a streamed chat chunk per token): skipping costs
+/// no allocation, and keys are compared as bytes.
+public struct JSONReader {
+    public typealias ParseError = JSONNode.ParseError
+
+    /// What the next value is, from its first byte.
+    public enum Kind: Equatable, Sendable {
+        case object, array, string, number, bool, null
+    }
+
+    /// An object member's name as it appears between the quotes (escapes not yet decoded).
+    public struct Key {
+        fileprivate let raw: UnsafeBufferPointer<UInt8>
+        fileprivate let escaped: Bool
+
+        /// Whether the decoded name is `name`.
+        public func matches(_ name: StaticString) -> Bool {
+            if self.escaped {
+                var parser = JSONNodeParser(bytes: self.raw)
+                // `raw` was checked when the key was read; decoding it again cannot fail.
+                guard let decoded = try? parser.stringBody(end: self.raw.count) else { return false }
+                return decoded.utf8.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            }
+            return self.raw.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        }
+    }
+
+    private var parser: JSONNodeParser
+    private var depth = 0
+
+    private init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.parser = JSONNodeParser(bytes: bytes)
+    }
+
+    /// Runs `body` over the JSON text in `bytes`, which must hold exactly one value (whitespace around it
+    /// allowed). `body` must consume that value, by reading or skipping it.
+    public static func read<T>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ body: (inout JSONReader) throws(ParseError) -> T
+    ) throws(ParseError) -> T {
+        var reader = JSONReader(bytes: bytes)
+        reader.parser.skipWhitespace()
+        let result = try body(&reader)
+        reader.parser.skipWhitespace()
+        guard reader.parser.index == bytes.count else {
+            throw ParseError(reason: .trailingBytes, offset: reader.parser.index)
+        }
+        return result
+    }
+
+    /// `read` over a string's UTF-8 (no copy for a native string).
+    public static func read<T>(_ text: String, _ body: (inout JSONReader) throws(ParseError) -> T) throws(ParseError) -> T {
+        var text = text
+        let result: Result<T, ParseError> = text.withUTF8 { bytes in
+            do throws(ParseError) { return .success(try Self.read(bytes, body)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// The kind of the next value; consumes nothing.
+    public func kind() throws(ParseError) -> Kind {
+        switch try self.parser.peek() {
+        case UInt8(ascii: "{"): return .object
+        case UInt8(ascii: "["): return .array
+        case UInt8(ascii: "\""): return .string
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool
+        case UInt8(ascii: "n"): return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number
+        case let byte: throw self.parser.fail(.unexpectedByte(byte))
+        }
+    }
+
+    /// Consumes a `null` and returns true, or consumes nothing and returns false.
+    public mutating func null() throws(ParseError) -> Bool {
+        guard try self.parser.peek() == UInt8(ascii: "n") else { return false }
+        try self.parser.literal("null")
+        return true
+    }
+
+    /// The next value, which must be a string.
+    public mutating func string() throws(ParseError) -> String {
+        guard try self.parser.peek() == UInt8(ascii: "\"") else { throw self.parser.fail(.unexpectedByte(self.parser.bytes[self.parser.index])) }
+        return try self.parser.string()
+    }
+
+    /// The next value, which must be a number: as an `Int` when its text is an integer that fits (as
+    /// `JSONNode.intValue`), else nil (the number is consumed either way).
+    public mutating func integer() throws(ParseError) -> Int? {
+        let first = try self.parser.peek()
+        guard first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+            throw self.parser.fail(.unexpectedByte(first))
+        }
+        let start = try self.parser.numberRange()
+        let span = UnsafeBufferPointer(rebasing: self.parser.bytes[start..<self.parser.index])
+        var value = 0
+        var negative = false
+        for (offset, byte) in span.enumerated() {
+            if offset == 0 && byte == UInt8(ascii: "-") {
+                negative = true
+                continue
+            }
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            let digit = Int(byte - UInt8(ascii: "0"))
+            let (times, o1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+            guard !o1, !o2 else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// Walks an object: `member` gets each key and must consume its value. Returns false, consuming nothing,
+    /// when the next value is not an object.
+    @discardableResult
+    public mutating func object(_ member: (Key, inout JSONReader) throws(ParseError) -> Void) throws(ParseError) -> Bool {
+        guard try self.parser.peek() == UInt8(ascii: "{") else { return false }
+        try self.enter()
+        self.parser.index += 1
+        self.parser.skipWhitespace()
+        if try self.parser.peek() == UInt8(ascii: "}") {
+            self.parser.index += 1
+            self.depth -= 1
+            return true
+        }
+        while true {
+            self.parser.skipWhitespace()
+            guard try self.parser.peek() == UInt8(ascii: "\"") else {
+                throw self.parser.fail(.unexpectedByte(self.parser.bytes[self.parser.index]))
+            }
+            let key = try self.parser.skipString()
+            self.parser.skipWhitespace()
+            guard try self.parser.peek() == UInt8(ascii: ":") else {
+                throw self.parser.fail(.unexpectedByte(self.parser.bytes[self.parser.index]))
+            }
+            self.parser.index += 1
+            self.parser.skipWhitespace()
+            try member(Key(raw: UnsafeBufferPointer(rebasing: self.parser.bytes[key.range]), escaped: key.escaped), &self)
+            self.parser.skipWhitespace()
+            switch try self.parser.peek() {
+            case UInt8(ascii: ","): self.parser.index += 1
+            case UInt8(ascii: "}"):
+                self.parser.index += 1
+                self.depth -= 1
+                return true
+            case let byte: throw self.parser.fail(.unexpectedByte(byte))
+            }
+        }
+    }
+
+    /// Walks an array: `element` gets each position and must consume the element. Returns false, consuming
+    /// nothing, when the next value is not an array.
+    @discardableResult
+    public mutating func array(_ element: (Int, inout JSONReader) throws(ParseError) -> Void) throws(ParseError) -> Bool {
+        guard try self.parser.peek() == UInt8(ascii: "[") else { return false }
+        try self.enter()
+        self.parser.index += 1
+        self.parser.skipWhitespace()
+        if try self.parser.peek() == UInt8(ascii: "]") {
+            self.parser.index += 1
+            self.depth -= 1
+            return true
+        }
+        var position = 0
+        while true {
+            self.parser.skipWhitespace()
+            try element(position, &self)
+            position += 1
+            self.parser.skipWhitespace()
+            switch try self.parser.peek() {
+            case UInt8(ascii: ","): self.parser.index += 1
+            case UInt8(ascii: "]"):
+                self.parser.index += 1
+                self.depth -= 1
+                return true
+            case let byte: throw self.parser.fail(.unexpectedByte(byte))
+            }
+        }
+    }
+
+    /// Consumes the next value, whatever it is, checking it as strictly as reading it would.
+    public mutating func skip() throws(ParseError) {
+        switch try self.kind() {
+        case .object: try self.object { (_, reader) throws(ParseError) in try reader.skip() }
+        case .array: try self.array { (_, reader) throws(ParseError) in try reader.skip() }
+        case .string: _ = try self.parser.skipString()
+        case .number: _ = try self.parser.numberRange()
+        case .bool:
+            if self.parser.bytes[self.parser.index] == UInt8(ascii: "t") {
+                try self.parser.literal("true")
+            } else {
+                try self.parser.literal("false")
+            }
+        case .null: try self.parser.literal("null")
+        }
+    }
+
+    private mutating func enter() throws(ParseError) {
+        self.depth += 1
+        guard self.depth <= JSONNode.maxDepth else { throw self.parser.fail(.tooDeep) }
+    }
+}
+
+extension JSONNodeParser {
+    /// Checks a string starting at its opening quote without building it; returns the range between the
+    /// quotes and whether it holds escapes. Allocates only to check non-ASCII bytes.
+    mutating func skipString() throws(ParseError) -> (range: Range<Int>, escaped: Bool) {
+        self.index += 1  // "
+        let start = self.index
+        var escaped = false
+        var ascii = true
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            if byte == UInt8(ascii: "\"") {
+                if !ascii { _ = try self.validated(start..<self.index) }
+                let range = start..<self.index
+                self.index += 1
+                return (range, escaped)
+            }
+            if byte < 0x20 { throw self.fail(.controlCharacterInString) }
+            if byte >= 0x80 { ascii = false }
+            if byte == UInt8(ascii: "\\") {
+                escaped = true
+                self.index += 1
+                guard self.index < self.bytes.count else { throw self.fail(.unexpectedEnd) }
+                switch self.bytes[self.index] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    self.index += 1
+                case UInt8(ascii: "u"):
+                    self.index += 1
+                    _ = try self.unicodeEscape()
+                default:
+                    throw self.fail(.invalidEscape)
+                }
+                continue
+            }
+            self.index += 1
+        }
+        throw self.fail(.unexpectedEnd)
+    }
+
+    /// The decoded text of a string body (the bytes between the quotes, already checked) up to `end`.
+    mutating func stringBody(end: Int) throws(ParseError) -> String {
+        // Reuse `string()`, which starts at an opening quote: parse a copy with the quotes around it.
+        var quoted: [UInt8] = [UInt8(ascii: "\"")]
+        quoted.append(contentsOf: UnsafeBufferPointer(rebasing: self.bytes[self.index..<end]))
+        quoted.append(UInt8(ascii: "\""))
+        return try quoted.withUnsafeBufferPointer { buffer throws(ParseError) -> String in
+            var parser = JSONNodeParser(bytes: buffer)
+            return try parser.string()
+        }
+    }
+}
