@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Reads one JSON text in a single pass without building a tree: the caller walks objects and arrays,
 /// takes the values it wants and skips the rest. Exactly as strict as `JSONNode.parse` (same grammar, same
 /// depth limit, same errors), and skipped values are checked too: a text one accepts, the other accepts.
@@ -25,7 +31,9 @@ public struct JSONReader {
                 guard let decoded = try? parser.stringBody(end: self.raw.count) else { return false }
                 return decoded.utf8.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
             }
-            return self.raw.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            let count = name.utf8CodeUnitCount
+            guard self.raw.count == count else { return false }
+            return count == 0 || memcmp(self.raw.baseAddress!, name.utf8Start, count) == 0
         }
     }
 

@@ -35,7 +35,11 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
         let raw = event.data
-        let data = raw.first?.isWhitespace == true || raw.last?.isWhitespace == true
+        // Only a space, a tab or a non-ASCII byte at either end can be whitespace to trim; a Character's
+        // Unicode properties are looked up only then.
+        let mayTrim = { (byte: UInt8?) in byte.map { $0 == 0x20 || $0 == 0x09 || $0 >= 0x80 } ?? false }
+        let data = (mayTrim(raw.utf8.first) || mayTrim(raw.utf8.last))
+            && (raw.first?.isWhitespace == true || raw.last?.isWhitespace == true)
             ? raw.trimmingCharacters(in: .whitespaces) : raw
         if data == "[DONE]" {
             self.isComplete = true

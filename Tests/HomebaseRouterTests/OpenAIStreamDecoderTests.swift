@@ -206,4 +206,16 @@ import Testing
             }
         }
     }
+
+    /// Spaces, tabs and Unicode spaces around a chunk or the terminator are trimmed; other bytes are not.
+    @Test func whitespaceAroundTheDataIsTrimmed() {
+        let chunk = #"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}"#
+        #expect(self.run([" \t" + chunk + " ", "\u{00A0}[DONE]\u{2003}"]) == .success([.text("x"), .finished(.stop, nil)]))
+        #expect(self.run([chunk, " [DONE]"]) == .success([.text("x"), .finished(.stop, nil)]))
+        // Not whitespace by that definition: the terminator is not recognised, and the stream is cut short.
+        guard case .failure = self.run([chunk, "[DONE]x"]) else {
+            Issue.record("expected a failure for a broken terminator")
+            return
+        }
+    }
 }
