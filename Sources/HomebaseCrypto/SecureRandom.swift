@@ -1,5 +1,6 @@
 internal import CSodium
 import HomebaseCore
+import Synchronization
 
 /// Randomness from libsodium's `randombytes_buf` (the OS CSPRNG): nonces, seeds, message ids, request ids.
 ///
@@ -15,6 +16,36 @@ public enum SecureRandom {
         randombytes_buf(&out, count)
         return out
     }
+
+    /// `count` random bytes for values that travel in the clear (nonces, message ids), drawn from a pool the
+    /// OS CSPRNG refills 4 KiB at a time: a sealed message costs no getrandom(2) of its own. The bytes are as
+    /// random as `bytes`; they only sat in this process's memory for a while. Keys and seeds use `bytes`.
+    public static func publicBytes(_ count: Int) -> [UInt8] {
+        precondition(count >= 0 && count <= Self.poolBytes, "publicBytes takes 0...\(Self.poolBytes) bytes")
+        return Self.pool.withLock { pool in
+            if pool.used + count > pool.bytes.count {
+                Sodium.ensureInitialized()
+                pool.bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
+                pool.used = 0
+            }
+            defer {
+                // Never hand out the same bytes twice: zero what was taken.
+                for i in pool.used..<(pool.used + count) { pool.bytes[i] = 0 }
+                pool.used += count
+            }
+            return Array(pool.bytes[pool.used..<(pool.used + count)])
+        }
+    }
+
+    static let poolBytes = 4096
+
+    private struct Pool {
+        var bytes = [UInt8](repeating: 0, count: SecureRandom.poolBytes)
+        /// Bytes already handed out; starts full so the first call fills it.
+        var used = SecureRandom.poolBytes
+    }
+
+    private static let pool = Mutex(Pool())
 
     /// A random RFC 4122 version 4 UUID in lowercase, e.g. `infer.request` ids (protocol-v1 §4).
     public static func uuidString() -> String {

@@ -209,6 +209,8 @@ public final class RelayLink: Sendable {
         var lastHeard = Posix.monotonicMs
         var lastPing = lastHeard
         var machine = machine
+        // Whether the socket may hold bytes: at first, and then whenever poll(2) says so.
+        var readable = true
         do {
             while true {
                 if self.isStopped {
@@ -221,10 +223,13 @@ public final class RelayLink: Sendable {
                 }
                 if !out.isEmpty { try ws.send(binaryMessages: out, deadline: .now + .seconds(10)) }
                 // Take everything already received (as one batch), then wait on the socket and the wake pipe.
+                // The socket is read only when poll said so: a wake for frames to send costs no recv(2).
                 var received: [RelayFrame] = []
                 defer { if !received.isEmpty { self.onEvent(.frames(received)) } }
-                while let m = try ws.receive(timeout: .zero) {
-                    lastHeard = Posix.monotonicMs
+                let before = ws.bytesReceived
+                let messages = try ws.receiveAvailable(read: readable)
+                if ws.bytesReceived != before { lastHeard = Posix.monotonicMs }  // a pong counts too
+                for m in messages {
                     guard m.opcode == .binary else { continue }
                     switch machine.messageReceived(m.payload[...]) {
                     case .deliver(let sender, let id, let payload):
@@ -258,7 +263,7 @@ public final class RelayLink: Sendable {
                     lastPing = now
                     try ws.ping()
                 }
-                self.waitReadable(ws.pollDescriptor, timeoutMs: 1_000)
+                readable = self.waitReadable(ws.pollDescriptor, timeoutMs: 1_000)
             }
         } catch {
             if case .closed(let code, _) = error { return code }
@@ -266,10 +271,14 @@ public final class RelayLink: Sendable {
         }
     }
 
-    private func waitReadable(_ fd: Int32, timeoutMs: Int32) {
+    /// Waits for the socket or the wake pipe; returns whether the socket is readable (or failed: the read
+    /// will say how). A wake byte is drained.
+    private func waitReadable(_ fd: Int32, timeoutMs: Int32) -> Bool {
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 2, timeoutMs)
+        if poll(&fds, 2, timeoutMs) < 0 {
+            return true  // EINTR and the like: read to find out rather than miss anything
+        }
         if fds[1].revents != 0 {
             // Drain, then clear the flag: an enqueue before the clear finds the flag set and writes nothing, but
             // its frame is already queued and the caller re-reads the queue right after this returns; an enqueue
@@ -278,6 +287,7 @@ public final class RelayLink: Sendable {
             while read(self.wakeRead, &buf, buf.count) > 0 {}
             self.wakePending.store(false, ordering: .releasing)
         }
+        return fds[0].revents != 0
     }
 
     /// Waits out a reconnect delay; a stop cuts it short. A stale wake byte (a frame queued just before the

@@ -87,8 +87,8 @@ public final class RelayMessenger: PeerMessenger {
     /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer.
     func seal(_ message: Message, to peer: PublicKey, channel: Channel) -> [UInt8]? {
         guard let key = self.e2eKey(for: peer) else { return nil }
-        // One getrandom(2) for both (libsodium makes one per call): a message costs a syscall less.
-        let random = SecureRandom.bytes(16 + 24)
+        // Both from the pool of public random bytes: no getrandom(2) per message.
+        let random = SecureRandom.publicBytes(16 + 24)
         let header = EnvelopeHeader(channel: channel, sender: self.publicKey, recipient: peer,
                                     messageID: Array(random[..<16]), sentAtMs: self.wallClock(),
                                     nonce: Array(random[16...]))

@@ -1,5 +1,8 @@
 import Foundation
 import HomebaseCore
+#if canImport(Glibc)
+internal import CLinux
+#endif
 
 /// A blocking RFC 6455 client over a `ByteStream`: `ws://` on a plain socket, `wss://` over libcurl's TLS.
 ///
@@ -42,6 +45,8 @@ public final class WebSocketClient {
     private var parser: WebSocketParser
     private var closed = false
     private var rng = SystemRandomNumberGenerator()
+    /// Masking keys drawn ahead, used from the end.
+    private var maskKeys: [UInt32] = []
 
     /// Connects and completes the opening handshake.
     public static func connect(_ urlString: String, options: Options = Options()) throws(Error) -> WebSocketClient {
@@ -167,16 +172,55 @@ public final class WebSocketClient {
             readOnce = true
             let bytes: [UInt8]
             do {
-                bytes = try self.stream.receive(maxBytes: 64 * 1024, timeout: remaining)
+                bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: remaining)
             } catch .timedOut {
                 return nil
             } catch {
                 throw .transport(error)
             }
             guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
+            self.bytesReceived &+= UInt64(bytes.count)
             self.parser.append(bytes)
         }
     }
+
+    /// The messages already complete, after at most one read of the socket when `read` is true (the caller
+    /// knows it is readable): for an event loop that polls the socket itself and wants no read that can
+    /// only answer EAGAIN. A read that fills the whole buffer is repeated, since more may be waiting, until
+    /// `maxMessages` are in hand (the rest stays in the socket for the next call). Never blocks.
+    /// - Throws: as `receive`, `closed` when the peer closed the connection.
+    public func receiveAvailable(
+        read: Bool, maxMessages: Int = 256
+    ) throws(Error) -> [(opcode: WebSocketOpcode, payload: [UInt8])] {
+        var out: [(opcode: WebSocketOpcode, payload: [UInt8])] = []
+        while let m = try self.nextBuffered() { out.append(m) }
+        var reading = read
+        while reading {
+            let bytes: [UInt8]
+            do {
+                bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: .zero)
+            } catch .timedOut {
+                break
+            } catch {
+                throw .transport(error)
+            }
+            guard !bytes.isEmpty else {
+                if !out.isEmpty { return out }  // the messages first; the next call reports the close
+                throw .closed(code: nil, reason: "connection closed")
+            }
+            self.bytesReceived &+= UInt64(bytes.count)
+            self.parser.append(bytes)
+            while let m = try self.nextBuffered() { out.append(m) }
+            reading = bytes.count == Self.readBytes && out.count < maxMessages
+        }
+        return out
+    }
+
+    /// Bytes read from the peer so far, control frames included: a sign of life even without messages.
+    public private(set) var bytesReceived: UInt64 = 0
+
+    /// Bytes asked of the socket per read.
+    private static let readBytes = 64 * 1024
 
     private func nextBuffered() throws(Error) -> (opcode: WebSocketOpcode, payload: [UInt8])? {
         while true {
@@ -211,8 +255,24 @@ public final class WebSocketClient {
         do { try self.stream.send(frame, deadline: deadline) } catch { throw .transport(error) }
     }
 
+    /// A fresh masking key per frame (RFC 6455 §5.3), from the system's CSPRNG, drawn 64 keys at a time:
+    /// one getrandom(2) per 64 frames instead of one per frame.
     private func maskingKey() -> (UInt8, UInt8, UInt8, UInt8) {
-        let r = UInt32.random(in: .min ... .max, using: &self.rng)
+        if self.maskKeys.isEmpty {
+            var keys = [UInt32](repeating: 0, count: 64)
+            #if canImport(Glibc)
+            let filled = keys.withUnsafeMutableBytes { CLinux.getrandom($0.baseAddress, $0.count, 0) }
+            #else
+            let filled = -1
+            #endif
+            if filled == keys.count * 4 {
+                self.maskKeys = keys
+            } else {
+                // getrandom(2) refused or was cut short: one key the stdlib's way (it retries or traps).
+                self.maskKeys = [UInt32.random(in: .min ... .max, using: &self.rng)]
+            }
+        }
+        let r = self.maskKeys.removeLast()
         return (UInt8(truncatingIfNeeded: r), UInt8(truncatingIfNeeded: r >> 8), UInt8(truncatingIfNeeded: r >> 16),
                 UInt8(truncatingIfNeeded: r >> 24))
     }

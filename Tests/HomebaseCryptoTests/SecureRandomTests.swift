@@ -10,6 +10,22 @@ import Testing
         #expect(SecureRandom.bytes(32) != SecureRandom.bytes(32))
     }
 
+    /// The pooled bytes: the requested length, never the same 40 bytes twice across pool refills, and spread
+    /// over all byte values (a pool handing out zeros or repeats would fail).
+    @Test func publicBytesAreFreshAcrossRefills() {
+        #expect(SecureRandom.publicBytes(0) == [])
+        var seen = Set<[UInt8]>()
+        var counts = [Int](repeating: 0, count: 256)
+        for _ in 0..<(3 * SecureRandom.poolBytes / 40 + 7) {
+            let bytes = SecureRandom.publicBytes(40)
+            #expect(bytes.count == 40)
+            #expect(seen.insert(bytes).inserted)
+            for b in bytes { counts[Int(b)] += 1 }
+        }
+        // ~12k bytes: each value expected ~48 times; none absent, none dominant.
+        #expect(counts.allSatisfy { $0 > 5 && $0 < 150 })
+    }
+
     @Test func uuidSetsVersionAndVariantBits() {
         #expect(
             SecureRandom.uuidString(fromRandom: [UInt8](repeating: 0, count: 16))

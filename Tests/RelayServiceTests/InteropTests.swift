@@ -157,6 +157,18 @@ import Glibc
         for expected in burst {
             #expect(try client.receive(timeout: .seconds(10))?.payload == expected)
         }
+        // The same burst through receiveAvailable: nothing without a read, then all of it in order, a batch
+        // per call, each call bounded (reads stop once 16 messages are in hand).
+        try client.send(binaryMessages: burst, deadline: .now + .seconds(10))
+        #expect(try client.receiveAvailable(read: false).isEmpty)
+        var got: [[UInt8]] = []
+        let deadline = ContinuousClock.now + .seconds(10)
+        while got.count < burst.count, ContinuousClock.now < deadline {
+            let batch = try client.receiveAvailable(read: true, maxMessages: 16)
+            got += batch.map(\.payload)
+            if batch.isEmpty { Thread.sleep(forTimeInterval: 0.005) }
+        }
+        #expect(got == burst)
         try client.send(text: "héllo")
         #expect(try client.receive(timeout: .seconds(10))?.payload == Array("héllo".utf8))
 
