@@ -124,6 +124,21 @@ import Testing
 
     @Test func helpListsEveryCommand() {
         for c in HandsetCommand.commands { #expect(HandsetCommand.helpText.contains("handset " + c.usage)) }
+        // Help and parser are two lists: every option a command parses is in its usage line, and back.
+        for (commands, specs) in [(HandsetCommand.commands, HandsetCommand.specs), (GuestCommand.commands, GuestCommand.specs)] {
+            for spec in specs {
+                let words = spec.words.joined(separator: " ")
+                let usage = commands.filter { $0.usage == words || $0.usage.hasPrefix(words + " ") }
+                    .max { $0.usage.count < $1.usage.count }
+                guard let usage = usage?.usage else {
+                    Issue.record("no usage line for '\(words)'")
+                    continue
+                }
+                let documented = Set(usage.split(whereSeparator: { " []|".contains($0) }).filter { $0.hasPrefix("--") }
+                    .map { String($0.dropFirst(2)) })
+                #expect(documented == spec.values.union(spec.flags), "'\(words)': usage \(documented.sorted()), parsed \(spec.values.union(spec.flags).sorted())")
+            }
+        }
         for c in GuestCommand.commands { #expect(GuestCommand.helpText.contains("guest " + c.usage)) }
         #expect(HandsetCommand.helpText.contains("--state DIR"))
     }

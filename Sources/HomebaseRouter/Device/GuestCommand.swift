@@ -16,7 +16,7 @@ public enum GuestCommand: Sendable, Equatable {
         CommandHelp("join HOST_PK", "Ask a friend's Homebase to share; pending until the grant arrives."),
         CommandHelp("status [--json] [--offline]", "Show each host with its state, models and last contact."),
         CommandHelp("leave [HOST_PK]", "Tell the host you are leaving and forget it."),
-        CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] PROMPT",
+        CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] [--watchdog-ms A,F,S] PROMPT",
                     "Ask through the joined Homebase (on-device when it cannot answer)."),
     ]
 
@@ -24,7 +24,8 @@ public enum GuestCommand: Sendable, Equatable {
         tool: "guest", summary: "a device of another account using a friend's Homebase over the contact channel.",
         commands: commands,
         notes: ["status connects for up to ~2 s to receive grants that arrived meanwhile (--offline skips that).",
-                "chat --json prints {\"text\",\"route\",\"provider\",\"model\",\"fallback\"}."])
+                "chat --json prints {\"text\",\"route\",\"provider\",\"model\",\"fallback\"}.",
+                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs."])
 
     static let specs: [DeviceCommandLine.Spec] = [
         .init(["init"], values: ["relay", "name"]),

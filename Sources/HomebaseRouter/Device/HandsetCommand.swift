@@ -48,7 +48,7 @@ public enum HandsetCommand: Sendable, Equatable {
         CommandHelp("key list", "List the key rings, masked."),
         CommandHelp("key remove openai|claude INDEX", "Remove the key at INDEX (0 is the active key)."),
         CommandHelp("key test openai|claude", "Check the active key without spending tokens."),
-        CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [PROMPT]",
+        CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [--watchdog-ms A,F,S] [PROMPT]",
                     "Ask; with no PROMPT, chat interactively (/quit ends)."),
     ]
 
