@@ -118,20 +118,19 @@ final class HomebaseGuestSession {
 
     /// The receiver rules, in order; a violation is counted in `drops`, never logged as a message.
     private func open(_ payload: ArraySlice<UInt8>, sender: PublicKey) {
-        let envelope: Envelope
-        do { envelope = try Envelope(decoding: payload) } catch { return self.drop(error.reason) }
-        do {
-            try self.receiver.checkHeader(envelope.header, deliveredBy: sender, nowMs: Posix.wallClockMs)
-        } catch {
-            return self.drop(error.reason)
+        // The host is this guest's contact; anyone else is a stranger (who may only ask to join).
+        let host = self.host
+        let e2e = self.e2e
+        let opened = self.receiver.open(payload, deliveredBy: sender, nowMs: Posix.wallClockMs,
+                                        key: { $0 == host ? e2e : nil },
+                                        relation: { $0 == host ? .contact : .stranger })
+        switch opened {
+        case .failure(let error):
+            self.drop(error.reason)
+        case .success(let envelope):
+            guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
+            self.log.append(Received(message: envelope.message, at: .now))
         }
-        guard envelope.header.channel == .contact else { return self.drop("not_entitled") }
-        guard let plaintext = try? EnvelopeSealer.open(envelope, key: self.e2e) else { return self.drop("open_failed") }
-        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
-            return self.drop("malformed_plaintext")
-        }
-        guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
-        self.log.append(Received(message: message, at: .now))
     }
 
     private func drop(_ reason: String) { self.drops[reason, default: 0] += 1 }

@@ -3,8 +3,8 @@ import HomebaseCore
 import HomebaseCrypto
 
 /// The receiver rules of Protocol/envelope.md §5 run end to end with our codecs and crypto, in the spec's order,
-/// returning `"valid"` or the drop reason. Vectors are checked against this; it is also what `RelayMessenger`
-/// does, minus its persistence.
+/// returning `"valid"` or the drop reason: `EnvelopeReceiver.open`, which `RelayMessenger` runs too, plus the
+/// replay check over a set of ids. Vectors are checked against this.
 public enum ReceiverRules {
     public struct Accepted: Equatable, Sendable {
         public var plaintext: [UInt8]
@@ -16,28 +16,16 @@ public enum ReceiverRules {
         envelope bytes: [UInt8], receiver: SigningSecretKey, deliverSender: PublicKey, nowMs: UInt64,
         relation: SenderRelation, seenIDs: Set<[UInt8]>
     ) -> Result<Accepted, EnvelopeError> {
-        let envelope: Envelope
-        do { envelope = try Envelope(decoding: bytes) } catch { return .failure(error) }
         let rules = EnvelopeReceiver(selfKey: receiver.publicKey)
-        do {
-            try rules.checkHeader(envelope.header, deliveredBy: deliverSender, nowMs: nowMs)
-        } catch {
+        let opened = rules.open(bytes[...], deliveredBy: deliverSender, nowMs: nowMs,
+                                key: { try? E2E.deriveKey(selfSecret: receiver, peer: $0) }, relation: { _ in relation })
+        switch opened {
+        case .failure(let error):
             return .failure(error)
+        case .success(let envelope):
+            if seenIDs.contains(envelope.header.messageID) { return .failure(.replay) }
+            return .success(Accepted(plaintext: envelope.plaintext, message: envelope.message))
         }
-        guard let key = try? E2E.deriveKey(selfSecret: receiver, peer: envelope.header.sender),
-            let plaintext = try? EnvelopeSealer.open(envelope, key: key)
-        else { return .failure(.openFailed) }
-        // A known type with missing or mistyped fields is malformed too (messages.md, general rules).
-        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
-            return .failure(.malformedPlaintext)
-        }
-        do {
-            try rules.checkEntitlement(channel: envelope.header.channel, messageType: message.type, relation: relation)
-        } catch {
-            return .failure(error)
-        }
-        if seenIDs.contains(envelope.header.messageID) { return .failure(.replay) }
-        return .success(Accepted(plaintext: plaintext, message: message))
     }
 
     public static func relation(named name: String) -> SenderRelation? {

@@ -27,3 +27,49 @@ public enum EnvelopeSealer {
             ciphertext: envelope.ciphertext, ad: envelope.header.additionalData, nonce: envelope.header.nonce, key: key)
     }
 }
+
+/// An envelope that passed every receiver rule of Protocol/envelope.md §5 but the replay check, which needs
+/// the receiver's memory of ids (durable for a device, a set for a test peer).
+public struct OpenedEnvelope: Sendable {
+    public var header: EnvelopeHeader
+    /// The padded plaintext as decrypted (vectors compare it).
+    public var plaintext: [UInt8]
+    public var message: Message
+}
+
+extension EnvelopeReceiver {
+    /// The receiver rules of Protocol/envelope.md §5 before the replay check, in the spec's order: decode,
+    /// header (version, recipient, sender, channel, time), decrypt, message, entitlement. The one place they
+    /// are written: the devices (`RelayMessenger`), the conformance vectors and the conformance peers all call
+    /// it, and add the replay check over their own memory.
+    /// - Parameters:
+    ///   - relaySender: who the relay says sent it (the DELIVER frame's sender).
+    ///   - key: the end-to-end key shared with a peer, nil when there is none (a key that is not a valid point).
+    ///   - relation: who the sender is to this device, asked only once the envelope has opened.
+    public func open(
+        _ bytes: ArraySlice<UInt8>, deliveredBy relaySender: PublicKey, nowMs: UInt64,
+        key: (PublicKey) -> SymmetricKey?, relation: (PublicKey) -> SenderRelation
+    ) -> Result<OpenedEnvelope, EnvelopeError> {
+        let envelope: Envelope
+        do { envelope = try Envelope(decoding: bytes) } catch { return .failure(error) }
+        do {
+            try self.checkHeader(envelope.header, deliveredBy: relaySender, nowMs: nowMs)
+        } catch {
+            return .failure(error)
+        }
+        guard let key = key(relaySender), let plaintext = try? EnvelopeSealer.open(envelope, key: key) else {
+            return .failure(.openFailed)
+        }
+        // A known type with missing or mistyped fields is malformed too (messages.md, general rules).
+        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+            return .failure(.malformedPlaintext)
+        }
+        do {
+            try self.checkEntitlement(channel: envelope.header.channel, messageType: message.type,
+                                      relation: relation(relaySender))
+        } catch {
+            return .failure(error)
+        }
+        return .success(OpenedEnvelope(header: envelope.header, plaintext: plaintext, message: message))
+    }
+}

@@ -177,37 +177,18 @@ public final class RelayMessenger: PeerMessenger {
         var inbound: InboundMessage
     }
 
-    /// The rules before the replay check; nil (counted as a drop) when one fails.
+    /// The rules before the replay check (`EnvelopeReceiver.open`); nil (counted as a drop) when one fails.
     private func check(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> Opened? {
-        let envelope: Envelope
-        do { envelope = try Envelope(decoding: payload) } catch { self.drop(error, from: relaySender); return nil }
-        let now = self.wallClock()
-        do {
-            try self.receiver.checkHeader(envelope.header, deliveredBy: relaySender, nowMs: now)
-        } catch {
+        switch self.receiver.open(payload, deliveredBy: relaySender, nowMs: self.wallClock(),
+                                  key: { self.e2eKey(for: $0) }, relation: { self.relation($0) }) {
+        case .failure(let error):
             self.drop(error, from: relaySender)
             return nil
+        case .success(let envelope):
+            return Opened(inbound: InboundMessage(
+                sender: relaySender, channel: envelope.header.channel, message: envelope.message,
+                sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID))
         }
-        guard let key = self.e2eKey(for: relaySender),
-              let plaintext = try? EnvelopeSealer.open(envelope, key: key)
-        else {
-            self.drop(.openFailed, from: relaySender)
-            return nil
-        }
-        guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
-            self.drop(.malformedPlaintext, from: relaySender)
-            return nil
-        }
-        do {
-            try self.receiver.checkEntitlement(channel: envelope.header.channel, messageType: message.type,
-                                               relation: self.relation(relaySender))
-        } catch {
-            self.drop(error, from: relaySender)
-            return nil
-        }
-        return Opened(inbound: InboundMessage(
-            sender: relaySender, channel: envelope.header.channel, message: message,
-            sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID))
     }
 
     /// The replay rule for checked envelopes, their ids recorded in one commit (durable before anything is
