@@ -26,6 +26,22 @@ import Testing
         #"{"type":"function","function":{"name":"get_weather","description":"Weather for a city","#
             + #""parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#)
 
+    /// OpenAI's servers do not HTML-escape their JSON (Ollama's Go server does): an error naming a model with
+    /// `<&>` carries them as they are.
+    @Test func errorBodiesAreNotHTMLEscaped() async throws {
+        try await self.withEmulator { _, base in
+            let body = #"{"model":"x<y>&z","stream":true,"messages":[{"role":"user","content":"hi"}]}"#
+            let response = try await self.http.send(HTTPRequest(
+                method: "POST", url: base + "/chat/completions",
+                headers: [("Content-Type", "application/json"), ("Authorization", "Bearer " + OpenAIEmulator.defaultKey)],
+                body: Array(body.utf8)))
+            let text = String(decoding: response.body, as: UTF8.self)
+            #expect(response.head.status == 404)
+            #expect(text.contains("x<y>&z"), "\(text)")
+            #expect(!text.contains("\\u003c"), "\(text)")
+        }
+    }
+
     @Test func streamsTextAndAssemblesTheResult() async throws {
         try await self.withEmulator { emulator, base in
             let request = ChatRequest(messages: [.system("be brief"), .user("tell me about rivers")])

@@ -65,6 +65,22 @@ import Testing
         }
     }
 
+    /// Ollama is a Go server: its JSON escapes `<`, `>`, `&`, U+2028 and U+2029 (encoding/json's HTML-safe
+    /// default), on both surfaces, as a client would see in an error naming the model it asked for.
+    @Test func ollamaEscapesHTMLInJSONAsGoDoes() throws {
+        #expect(JSONValue.string("a<b>&c\u{2028}\u{2029}").serialized() == #""a\u003cb\u003e\u0026c\u2028\u2029""#)
+        #expect(JSONValue.string("a<b>&c").serialized(htmlSafe: false) == #""a<b>&c""#)
+        try self.withEmulator { (client: RawHTTPClient) throws in
+            for path in ["/v1/chat/completions", "/api/chat"] {
+                let body = #"{"model":"x<y>&z","stream":false,"messages":[{"role":"user","content":"hi"}]}"#
+                let r = try client.send("POST", path, body: body)
+                #expect(r.head.status == 404)
+                #expect(r.text.contains(#"x\u003cy\u003e\u0026z"#), "\(path): \(r.text)")
+                #expect(!r.text.contains("<"), "\(path): \(r.text)")
+            }
+        }
+    }
+
     @Test func usageChunkOnlyWithIncludeUsage() throws {
         try self.withEmulator { (client: RawHTTPClient) throws in
             let body = #"{"model":"qwen2.5:7b","stream":true,"messages":[{"role":"user","content":"hi"}]}"#
