@@ -2,7 +2,8 @@ internal import CSodium
 import HomebaseCore
 import Synchronization
 
-/// Randomness from libsodium's `randombytes_buf` (the OS CSPRNG): nonces, seeds, message ids, request ids.
+/// Randomness from libsodium's `randombytes_buf` (the OS CSPRNG): seeds and keys (`bytes`), request ids, and
+/// through a refilled pool (`publicBytes`) the nonces and message ids of sealed envelopes.
 ///
 /// Pure code (HomebaseCore) never calls this; shells draw the bytes and pass them in, which keeps vectors
 /// deterministic.

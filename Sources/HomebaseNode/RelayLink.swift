@@ -96,7 +96,7 @@ public final class RelayLink: Sendable {
             return s.stopped
         }
         guard !already else { return }
-        self.wake()
+        self.wake(deferrable: false)  // it waits below for the thread: a wake held for a batch would come too late
         _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
     }
 
@@ -112,12 +112,18 @@ public final class RelayLink: Sendable {
         return ok
     }
 
-    private func wake() {
-        // Inside a batch of work on the calling thread (the HTTP loop's pass), once at its end.
-        DeferredWakes.wake(self) { [self] in
+    /// Wakes the I/O thread. `deferrable`: inside a batch of work on the calling thread (the HTTP loop's
+    /// pass), once at its end.
+    private func wake(deferrable: Bool = true) {
+        let writeByte = { [self] in
             guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
             var b: UInt8 = 1
             _ = write(self.wakeWrite, &b, 1)
+        }
+        if deferrable {
+            DeferredWakes.wake(self, writeByte)
+        } else {
+            writeByte()
         }
     }
 

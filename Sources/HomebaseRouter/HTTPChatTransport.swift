@@ -17,9 +17,9 @@ protocol ChatStreamDecoder: Sendable {
 /// The HTTP half shared by the chat engines: sends a streamed request, maps status codes and transport
 /// failures to `ChatEngineError`, and pumps the SSE body through a decoder.
 ///
-/// Cancellation: the returned stream's producer is one task; ending or dropping the stream cancels it, and
+/// Cancellation: the pulled stream's producer is one task; ending or dropping the stream cancels it, and
 /// cancelling the task aborts the curl transfer at once (HTTPClient's contract), so the server sees the
-/// connection close within milliseconds.
+/// connection close within milliseconds. The pushed path (`push`) aborts through its handle the same way.
 enum HTTPChatTransport {
     /// Largest error body read to find the backend's message; the rest is not needed.
     static let maxErrorBodyBytes = 64 * 1024
@@ -227,17 +227,19 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
 
     func attach(_ handle: HTTPStreamHandle) {
         let release = self.transfer.withLock { t -> Bool in
-            t.handle = handle
+            if !t.release { t.handle = handle }
             return t.release
         }
         if release { handle.cancel() }
     }
 
     /// The answer is settled: let the transfer go (a finished paced body is still read to its end, so the
-    /// connection stays reusable; anything else is aborted).
+    /// connection stays reusable; anything else is aborted), and the handle with it: it holds the transfer,
+    /// which holds this handler.
     private func release() {
         let handle = self.transfer.withLock { t -> HTTPStreamHandle? in
             t.release = true
+            defer { t.handle = nil }
             return t.handle
         }
         handle?.cancel()
@@ -279,6 +281,11 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
     }
 
     func end(_ error: HTTPClientError?) {
+        // The transfer is over: its handle (which holds it, and so this handler) is not needed any more.
+        self.transfer.withLock { t in
+            t.release = true
+            t.handle = nil
+        }
         switch self.phase {
         case .ended:
             break

@@ -158,10 +158,8 @@ public actor InferenceServer {
     public func cancelAll(from sender: PublicKey, error: InferErrorCode? = nil) -> Int {
         let keys = self.jobs.keys.filter { $0.sender == sender }
         for key in keys {
-            if let error, let channel = self.jobs[key]?.channel {
-                self.sendError(error, "no longer allowed", id: key.id, to: sender, channel: channel)
-            }
-            self.end(key, outcome: error.map { .failed($0) } ?? .cancelled)
+            self.end(key, outcome: error.map { .failed($0) } ?? .cancelled,
+                      reply: error.map { ($0, "no longer allowed") })
         }
         return keys.count
     }
@@ -228,10 +226,18 @@ public actor InferenceServer {
 
     // MARK: Bookkeeping
 
-    /// Ends a job, whatever state it is in, and gives its slot to the next queued request.
-    private func end(_ key: Key, outcome: InferenceOutcome = .cancelled) {
+    /// Ends a job, whatever state it is in, and gives its slot to the next queued request. The stream is
+    /// stopped first, so nothing of it follows; `reply`, an `infer.error`, is sent only if the stream had not
+    /// already sent `infer.done` (its end may still be on its way to this actor), so the requester gets one
+    /// ending, never two. A stream that did finish is reported as done, whatever `outcome` says.
+    private func end(_ key: Key, outcome: InferenceOutcome = .cancelled, reply: (InferErrorCode, String)? = nil) {
         guard let job = self.jobs.removeValue(forKey: key) else { return }
-        job.stream?.stop()
+        var outcome = outcome
+        if case .done(let answer, let usage)? = job.stream?.stop() {
+            outcome = .done(answer: answer, usage: usage)
+        } else if let (code, message) = reply {
+            self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+        }
         self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
         if job.running {
             self.runningCount -= 1

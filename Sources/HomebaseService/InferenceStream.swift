@@ -24,6 +24,8 @@ final class InferenceStream: ChatEventSink {
         var nextSeq = 0
         var answer: String?
         var ended = false
+        /// How the stream ended by itself, for a `stop()` that comes after.
+        var end: End?
         var handle: ChatStreamHandle?
         var flushTask: Task<Void, Never>?
     }
@@ -62,25 +64,33 @@ final class InferenceStream: ChatEventSink {
             answer: keepAnswer ? "" : nil))
     }
 
-    /// The engine's handle, so `stop()` can abort the request. A stream already stopped cancels it at once.
+    /// The engine's handle, so `stop()` can abort the request. A stream already stopped cancels it at once
+    /// (and keeps no reference: the handle may reach back here through the engine's transfer).
     func attach(_ handle: ChatStreamHandle) {
         let stopped = self.state.withLock { s -> Bool in
-            s.handle = handle
+            if !s.ended { s.handle = handle }
             return s.ended
         }
         if stopped { handle.cancel() }
     }
 
-    /// Stops the stream (the server ended the request): nothing more is sent and the engine's request is
-    /// aborted, or, when the answer was complete, let go.
-    func stop() {
-        let (handle, flush) = self.state.withLock { s -> (ChatStreamHandle?, Task<Void, Never>?) in
+    /// Stops the stream (the server ended the request): nothing more is sent after this returns, and the
+    /// engine's request is aborted, or, when the answer was complete, let go.
+    /// - Returns: how the stream had already ended by itself (`infer.done` sent, or the engine failed), if
+    ///   it had: the server then knows whether a reply of its own may still follow.
+    @discardableResult
+    func stop() -> End? {
+        let (handle, flush, end) = self.state.withLock { s -> (ChatStreamHandle?, Task<Void, Never>?, End?) in
             s.ended = true
-            defer { s.flushTask = nil }
-            return (s.handle, s.flushTask)
+            defer {
+                s.flushTask = nil
+                s.handle = nil
+            }
+            return (s.handle, s.flushTask, s.end)
         }
         flush?.cancel()
         handle?.cancel()
+        return end
     }
 
     // MARK: ChatEventSink
@@ -107,7 +117,8 @@ final class InferenceStream: ChatEventSink {
                     s.ended = true
                     s.flushTask?.cancel()
                     s.flushTask = nil
-                    return .done(answer: s.answer, usage: usage)
+                    s.end = .done(answer: s.answer, usage: usage)
+                    return s.end
                 }
             }
             if !text.isEmpty { self.textArrived(text, &s) }
@@ -120,6 +131,7 @@ final class InferenceStream: ChatEventSink {
         let live = self.state.withLock { s -> Bool in
             guard !s.ended else { return false }
             s.ended = true
+            s.end = .failed(error)
             s.flushTask?.cancel()
             s.flushTask = nil
             return true

@@ -54,6 +54,14 @@ public protocol ByteStream: AnyObject {
     /// poll only after `receive` timed out, because the TLS library may already hold decrypted bytes
     /// that poll() cannot see.
     var pollDescriptor: Int32 { get }
+
+    /// Whether the stream may hold bytes already read from the socket (a TLS layer's decrypted records), so
+    /// that an empty poll does not mean nothing can be received.
+    var mayHoldReadBytes: Bool { get }
+}
+
+extension ByteStream {
+    public var mayHoldReadBytes: Bool { false }
 }
 
 extension Duration {

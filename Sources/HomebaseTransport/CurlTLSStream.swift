@@ -14,6 +14,9 @@ import Darwin
 /// Not thread-safe: use from one thread at a time (see `ByteStream`). The curl handle is freed by
 /// `close()` or deinit.
 public final class CurlTLSStream: ByteStream {
+    /// libcurl's TLS layer reads whole records and may keep decrypted bytes poll(2) cannot see.
+    public var mayHoldReadBytes: Bool { true }
+
     private var handle: UnsafeMutableRawPointer?
     private var socket: Int32 = -1
     /// CURLOPT_ERRORBUFFER: curl writes details here (e.g. which certificate check failed).

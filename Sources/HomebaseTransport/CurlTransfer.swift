@@ -17,10 +17,13 @@ final class CurlTransfer: @unchecked Sendable {
         case streamed(CurlBodyChannel)
         /// `stream(_:handler:)`: the head, then the bytes of each loop pass, pushed on the loop thread.
         case pushed(any HTTPStreamHandler)
+        /// A pushed transfer that has ended: the handler is let go, since it may hold the transfer's handle
+        /// (a reference cycle otherwise).
+        case released
     }
 
     let request: HTTPRequest
-    let delivery: Delivery
+    private(set) var delivery: Delivery
     /// Set by any thread that wants the transfer gone; the loop checks it before starting the transfer.
     let cancelRequested = Atomic<Bool>(false)
 
@@ -253,7 +256,7 @@ final class CurlTransfer: @unchecked Sendable {
             channel.headReceived(HTTPClientResponseHead(status: self.status, headers: self.headers))
         case .pushed(let handler):
             handler.head(HTTPClientResponseHead(status: self.status, headers: self.headers))
-        case .buffered:
+        case .buffered, .released:
             break
         }
     }
@@ -275,6 +278,8 @@ final class CurlTransfer: @unchecked Sendable {
             }
             self.body.append(contentsOf: bytes)
             return bytes.count
+        case .released:
+            return 0  // ended: nobody reads (libcurl does not call after removal; this is belt and braces)
         case .pushed:
             self.body.append(contentsOf: bytes)
             if let pacing = self.request.bodyPacing, pacing.isStarted {
@@ -298,8 +303,8 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    /// After a loop pass: wakes the consumer of a streamed body with what this pass delivered. Returns
-    /// whether the transfer was paused for a full buffer and must be resumed.
+    /// After a loop pass: hands what this pass read to the consumer (wakes a streamed body's reader, or calls
+    /// a pushed body's handler). Returns whether the transfer was paused for a full buffer and must be resumed.
     func flushDelivery() -> Bool {
         switch self.delivery {
         case .streamed(let channel):
@@ -314,7 +319,7 @@ final class CurlTransfer: @unchecked Sendable {
                 self.wantsPacingPause = true
             }
             return false
-        case .buffered:
+        case .buffered, .released:
             return false
         }
     }
@@ -376,7 +381,10 @@ final class CurlTransfer: @unchecked Sendable {
                 self.body = []
                 if outcome != .cancelled { handler.body(bytes) }
             }
+            self.delivery = .released
             handler.end(outcome)
+        case .released:
+            break
         }
     }
 

@@ -19,7 +19,8 @@ public enum DeferredWakes {
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         // Never deleted: one key for the process. The value is set only for the length of a batch.
-        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        let created = pthread_key_create(&key, nil)
+        precondition(created == 0, "pthread_key_create failed")
         return key
     }()
 

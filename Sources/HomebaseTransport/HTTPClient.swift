@@ -87,8 +87,9 @@ public final class HTTPClient: Sendable {
     }
 }
 
-/// The receiver of `HTTPClient.stream(_:handler:)`. Called on the client's loop thread, one call at a time
-/// per transfer: `head` once (unless the transfer fails first), `body` with what each loop pass read (never
+/// The receiver of `HTTPClient.stream(_:handler:)`. Called on the client's loop thread (only `end(.cancelled)`
+/// of a transfer started while the client shuts down comes on the starting thread), one call at a time per
+/// transfer: `head` once (unless the transfer fails first), `body` with what each loop pass read (never
 /// empty), then `end` exactly once. Calls must return quickly and never block: every transfer of the client
 /// waits while one runs.
 public protocol HTTPStreamHandler: AnyObject, Sendable {

@@ -108,7 +108,7 @@ public final class WebSocketClient {
         }
     }
 
-    private init(url: RelayURL, stream: ByteStream, selected: String?, maxMessageBytes: Int) {
+    init(url: RelayURL, stream: ByteStream, selected: String?, maxMessageBytes: Int) {
         self.url = url
         self.stream = stream
         self.selectedSubprotocol = selected
@@ -184,37 +184,50 @@ public final class WebSocketClient {
         }
     }
 
-    /// The messages already complete, after at most one read of the socket when `read` is true (the caller
-    /// knows it is readable): for an event loop that polls the socket itself and wants no read that can
-    /// only answer EAGAIN. A read that fills the whole buffer is repeated, since more may be waiting, until
-    /// `maxMessages` are in hand (the rest stays in the socket for the next call). Never blocks.
-    /// - Throws: as `receive`, `closed` when the peer closed the connection.
+    /// The messages already complete, plus what the socket holds when `read` is true (the caller's poll said
+    /// it is readable): for an event loop that polls the socket itself and wants no read that can only answer
+    /// EAGAIN. On a plain socket a read that fills the whole buffer is repeated, since more may be waiting;
+    /// over TLS reads go on until one finds nothing (the TLS layer may hold decrypted bytes poll cannot see,
+    /// `ByteStream.pollDescriptor`). Reads stop once `maxMessages` are in hand; what is left waits in the
+    /// socket (or TLS layer) for the next call. Never blocks.
+    /// - Throws: as `receive`, `closed` when the peer closed the connection. Messages that arrived before a
+    ///   close or a protocol error are returned first; the next call throws.
     public func receiveAvailable(
         read: Bool, maxMessages: Int = 256
     ) throws(Error) -> [(opcode: WebSocketOpcode, payload: [UInt8])] {
+        if let error = self.pendingError {
+            self.pendingError = nil
+            throw error
+        }
         var out: [(opcode: WebSocketOpcode, payload: [UInt8])] = []
-        while let m = try self.nextBuffered() { out.append(m) }
-        var reading = read
-        while reading {
-            let bytes: [UInt8]
-            do {
-                bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: .zero)
-            } catch .timedOut {
-                break
-            } catch {
-                throw .transport(error)
-            }
-            guard !bytes.isEmpty else {
-                if !out.isEmpty { return out }  // the messages first; the next call reports the close
-                throw .closed(code: nil, reason: "connection closed")
-            }
-            self.bytesReceived &+= UInt64(bytes.count)
-            self.parser.append(bytes)
+        do throws(Error) {
             while let m = try self.nextBuffered() { out.append(m) }
-            reading = bytes.count == Self.readBytes && out.count < maxMessages
+            var reading = read
+            while reading {
+                let bytes: [UInt8]
+                do {
+                    bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: .zero)
+                } catch .timedOut {
+                    break
+                } catch {
+                    throw .transport(error)
+                }
+                guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
+                self.bytesReceived &+= UInt64(bytes.count)
+                self.parser.append(bytes)
+                while let m = try self.nextBuffered() { out.append(m) }
+                reading = (self.stream.mayHoldReadBytes || bytes.count == Self.readBytes) && out.count < maxMessages
+            }
+        } catch {
+            // The messages first; the failure is the next call's answer.
+            guard !out.isEmpty else { throw error }
+            self.pendingError = error
         }
         return out
     }
+
+    /// A failure found after messages that `receiveAvailable` returned first.
+    private var pendingError: Error?
 
     /// Bytes read from the peer so far, control frames included: a sign of life even without messages.
     public private(set) var bytesReceived: UInt64 = 0

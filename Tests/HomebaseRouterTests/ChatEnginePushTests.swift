@@ -233,6 +233,32 @@ final class CollectingSink: ChatEventSink {
         }
     }
 
+    /// Nothing of a pushed request outlives it: the handler, the transfer and the handle let go of one
+    /// another, so the sink (in the Homebase, the request's whole stream state) is freed; after a complete
+    /// answer, after an error, and after a cancel.
+    @Test func nothingOutlivesARequest() async throws {
+        try await self.withEmulator(tokensPerSecond: 2_000) { _, base in
+            let engine = self.engine(base, pacing: .milliseconds(30))
+            for spec in ["", "http-500", "stall-after=1"] {
+                weak var weakSink: CollectingSink?
+                do {
+                    var request = Self.request
+                    if !spec.isEmpty { request.messages = [ChatMessage(role: "user", content: "hi [[fault:\(spec)]]")] }
+                    let sink = CollectingSink()
+                    weakSink = sink
+                    let handle = engine.start(model: "qwen2.5:7b", request: request, sink: sink)
+                    if spec.hasPrefix("stall") {
+                        for _ in 0..<200 where sink.batchCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+                        handle.cancel()
+                    }
+                    _ = await sink.result()
+                }
+                for _ in 0..<200 where weakSink != nil { try await Task.sleep(for: .milliseconds(5)) }
+                #expect(weakSink == nil, "the sink of '\(spec)' is still referenced")
+            }
+        }
+    }
+
     static func serve(_ body: String) throws -> (SimpleHTTPServer, String) {
         let server = SimpleHTTPServer { _, writer in
             writer.respond(status: 200, headers: [("Content-Type", "text/event-stream")], body: body)

@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 import HomebaseRouter
+import Synchronization
 import Testing
 @testable import HomebaseService
 
@@ -337,5 +338,46 @@ import Testing
         #expect(await inbox.finished("n1").map(\.errorCode) == ["not_granted"])
         #expect(inbox.all.allSatisfy { $0.channel == .contact })
         #expect(engine.calls == 0)
+    }
+
+    /// A stream that already sent `infer.done`, whose end has not reached the server yet, then cancelled with an
+    /// error (a revoke): the requester gets the done and nothing after it, and the authorizer hears `done`.
+    @Test func aRevokeRacingTheEndNeverSendsAnErrorAfterDone() async throws {
+        /// Pushes the whole answer inside `start`, on the caller's thread: done is sent before `start` returns.
+        final class InstantEngine: ChatEngine {
+            func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error> {
+                AsyncThrowingStream { $0.finish() }
+            }
+            func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle {
+                sink.events([.text("a"), .finished(.stop, Usage(promptTokens: 1, completionTokens: 1))])
+                sink.ended(nil)
+                return ChatStreamHandle {}
+            }
+        }
+        final class Outcomes: InferenceAuthorizer {
+            let ended = Mutex<[InferenceOutcome]>([])
+            func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization { .allow }
+            func ended(_ request: InferRequest, from sender: PublicKey, channel: Channel, outcome: InferenceOutcome) {
+                self.ended.withLock { $0.append(outcome) }
+            }
+        }
+        let hub = LoopbackMessengerHub()
+        let host = hub.messenger(for: testKey(1), relation: { _ in .contact })
+        let guest = hub.messenger(for: testKey(2), relation: { _ in .contact })
+        let inbox = Inbox(guest)
+        let authorizer = Outcomes()
+        let server = InferenceServer(engine: InstantEngine(), runtime: FakeRuntime(), messenger: host, authorizer: authorizer)
+        for i in 0..<40 {
+            await server.handleRequest(InferRequest(id: "r\(i)", model: "qwen2.5:7b", messages: [.user("hi")]),
+                                       from: testKey(2), channel: .contact)
+            await server.cancelAll(from: testKey(2), error: .notGranted)
+        }
+        for i in 0..<40 {
+            let got = await inbox.finished("r\(i)")
+            try await Task.sleep(for: .milliseconds(1))
+            let endings = inbox.inference("r\(i)").filter { if case .inferChunk = $0 { false } else if case .inferAccept = $0 { false } else { true } }
+            #expect(endings.count == 1, "r\(i): \(got)")
+        }
+        #expect(authorizer.ended.withLock { $0 }.allSatisfy { if case .done = $0 { true } else { false } })
     }
 }
