@@ -52,9 +52,11 @@ extension Message {
 
     /// The message as compact JSON (unpadded; the sender pads with `EnvelopePadding.pad`).
     public func jsonBytes() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // The streamed messages (accept, chunk, done) are written by hand below; only the others need an
+        // encoder, and making one per chunk was the largest cost of sealing it.
         func enc<T: Encodable>(_ value: T) -> [UInt8] {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             // Encoding our own value types cannot fail: every field is a string, number, bool or array of them.
             do { return Array(try encoder.encode(value)) } catch { preconditionFailure("JSON encoding failed: \(error)") }
         }
