@@ -46,29 +46,20 @@ public enum ReceiverRules {
         }
     }
 
-    /// Verifies a signed payload the way a receiver must: the signature over the exact payload bytes with the
-    /// kind's context and the expected signer, then the version, then the shape. Returns `"valid"` or the reason.
+    /// Verifies a signed payload the way a receiver must (`SignedPayloadVerifier`, as the devices do). Returns
+    /// `"valid"` or the reason.
     public static func verifySigned(kind: String, payload: [UInt8], signature: [UInt8], signer: PublicKey) -> String {
-        let context: String
+        func check<T: SignerNamingPayload>(_ type: T.Type) -> String {
+            switch SignedPayloadVerifier.verify(type, payload: payload, signature: signature, signer: signer) {
+            case .success: "valid"
+            case .failure(let rejection): rejection.rawValue
+            }
+        }
         switch kind {
-        case "advert": context = SignatureContext.advert
-        case "roster": context = SignatureContext.roster
-        case "grant": context = SignatureContext.grant
+        case "advert": return check(AdvertPayload.self)
+        case "roster": return check(RosterPayload.self)
+        case "grant": return check(GrantPayload.self)
         default: return "unknown_kind"
         }
-        guard Signature.verify(signature, message: payload, context: context, publicKey: signer) else {
-            return "signature_invalid"
-        }
-        struct Version: Decodable { var v: Int }
-        guard (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any] else { return "malformed" }
-        guard (try? JSONDecoder().decode(Version.self, from: Data(payload)))?.v == 1 else { return "unknown_version" }
-        // Keys compared as keys, as the product's verifiers do: hex in either case names the same key.
-        let named: String?
-        switch kind {
-        case "advert": named = SignedPayloadJSON.decode(AdvertPayload.self, from: payload)?.host
-        case "roster": named = SignedPayloadJSON.decode(RosterPayload.self, from: payload)?.account
-        default: named = SignedPayloadJSON.decode(GrantPayload.self, from: payload)?.host
-        }
-        return named.flatMap { PublicKey(hex: $0) } == signer ? "valid" : "malformed"
     }
 }

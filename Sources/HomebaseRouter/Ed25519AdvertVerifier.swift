@@ -14,10 +14,8 @@ public struct Ed25519AdvertVerifier: AdvertVerifier {
 
     public func verifiedAdvert(payload: [UInt8], signature: [UInt8]) -> VerifiedAdvert? {
         // Signature first, over the bytes as received: the payload is not parsed until it is authentic.
-        guard Signature.verify(signature, message: payload, context: SignatureContext.advert,
-                               publicKey: self.expectedSigner),
-            let advert = SignedPayloadJSON.decode(AdvertPayload.self, from: payload),
-            PublicKey(hex: advert.host) == self.expectedSigner
+        guard case .success(let advert) = SignedPayloadVerifier.verify(
+            AdvertPayload.self, payload: payload, signature: signature, signer: self.expectedSigner)
         else { return nil }
         return VerifiedAdvert(
             host: self.expectedSigner, seq: advert.seq, issuedAtMs: advert.issuedAt,

@@ -29,9 +29,8 @@ public struct GrantVerifier: Sendable {
 
     /// The grant in `payload`, or `nil` when the signature, the payload or its addressing is wrong.
     public func verifiedGrant(payload: [UInt8], signature: [UInt8], sender: PublicKey) -> VerifiedGrant? {
-        guard Signature.verify(signature, message: payload, context: SignatureContext.grant, publicKey: sender),
-            let grant = SignedPayloadJSON.decode(GrantPayload.self, from: payload),
-            PublicKey(hex: grant.host) == sender,
+        guard case .success(let grant) = SignedPayloadVerifier.verify(
+            GrantPayload.self, payload: payload, signature: signature, signer: sender),
             PublicKey(hex: grant.guest) == self.selfKey
         else { return nil }
         return VerifiedGrant(host: sender, guest: self.selfKey, models: grant.models, issuedAtMs: grant.issuedAt,

@@ -167,10 +167,10 @@ public final class HandsetAccount: Sendable {
     /// Checks a `pair.accept` roster: parse to learn the claimed account key, verify the signature over the
     /// exact bytes with it, and require that it lists this device and the Homebase.
     func verifyFirstRoster(_ blob: SignedBlob, homebase: PublicKey) -> (RosterPayload, PublicKey)? {
-        guard let roster = SignedPayloadJSON.decode(RosterPayload.self, from: blob.payload),
-            let account = PublicKey(hex: roster.account),
-            Signature.verify(blob.signature, message: blob.payload, context: SignatureContext.roster,
-                             publicKey: account),
+        // The account key is learned from the payload itself (first contact), then must have signed it.
+        guard let claimed = SignedPayloadJSON.decode(RosterPayload.self, from: blob.payload),
+            let account = PublicKey(hex: claimed.account),
+            let roster = SignedPayloadVerifier.verify(RosterPayload.self, blob, signer: account),
             roster.devicePublicKeys.contains(self.selfKey), roster.devicePublicKeys.contains(homebase)
         else { return nil }
         return (roster, account)
@@ -183,11 +183,9 @@ public final class HandsetAccount: Sendable {
     @discardableResult
     public func apply(roster blob: SignedBlob) -> RosterOutcome {
         guard let account = self.accountKey else { return .notPaired }
-        guard Signature.verify(blob.signature, message: blob.payload, context: SignatureContext.roster,
-                               publicKey: account),
-            let roster = SignedPayloadJSON.decode(RosterPayload.self, from: blob.payload),
-            PublicKey(hex: roster.account) == account
-        else { return .badSignature }
+        guard let roster = SignedPayloadVerifier.verify(RosterPayload.self, blob, signer: account) else {
+            return .badSignature
+        }
         guard roster.version > (self.roster?.version ?? 0) else { return .staleVersion }
         guard roster.devicePublicKeys.contains(self.selfKey) else { return .notListed }
         do { try self.backend.set(bytes: blob.payload, forKey: Key.roster) } catch { return .badSignature }
