@@ -4,7 +4,7 @@ import HomebaseCrypto
 import HomebaseTransport
 
 /// A guest's view of one host over a `RawRelayClient`: seals contact-channel envelopes itself and opens what the
-/// host delivers with the receiver rules of Protocol/envelope.md §4, logging every message in arrival order.
+/// host delivers with the receiver rules of Protocol/envelope.md §5, logging every message in arrival order.
 /// Only the codecs and crypto are used, as any third-party guest would. Blocking; one thread at a time.
 final class HomebaseGuestSession {
     /// One message from the host, with the moment it was read.

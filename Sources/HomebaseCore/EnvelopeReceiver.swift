@@ -1,4 +1,4 @@
-/// The receiver's rules for an incoming envelope (Protocol/envelope.md §4), as pure checks.
+/// The receiver's rules for an incoming envelope (Protocol/envelope.md §5), as pure checks.
 ///
 /// A receiver runs them in this order: `checkHeader` (before spending CPU on the AEAD), open (crypto layer;
 /// failure is `.openFailed`), decode the plaintext (`.malformedPlaintext`), `checkEntitlement`, and last the

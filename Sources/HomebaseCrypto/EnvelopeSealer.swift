@@ -43,7 +43,7 @@ extension EnvelopeReceiver {
     /// are written: the devices (`RelayMessenger`), the conformance vectors and the conformance peers all call
     /// it, and add the replay check over their own memory.
     /// - Parameters:
-    ///   - relaySender: who the relay says sent it (the DELIVER frame's sender).
+    ///   - deliveredBy: who the relay says sent it (the DELIVER frame's sender).
     ///   - key: the end-to-end key shared with a peer, nil when there is none (a key that is not a valid point).
     ///   - relation: who the sender is to this device, asked only once the envelope has opened.
     public func open(

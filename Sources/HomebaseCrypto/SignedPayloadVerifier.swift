@@ -45,13 +45,13 @@ public enum SignedPayloadVerifier {
         guard Signature.verify(signature, message: payload, context: T.signatureContext, publicKey: signer) else {
             return .failure(.signatureInvalid)
         }
-        guard (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any] else { return .failure(.malformed) }
-        guard (try? JSONDecoder().decode(Version.self, from: Data(payload)))?.v == 1 else {
-            return .failure(.unknownVersion)
+        // One decode decides acceptance (shape and `v == 1`); only a refusal is looked at again, for its reason.
+        if let value = SignedPayloadJSON.decode(T.self, from: payload) {
+            return PublicKey(hex: value.signerHex) == signer ? .success(value) : .failure(.malformed)
         }
-        guard let value = SignedPayloadJSON.decode(T.self, from: payload), PublicKey(hex: value.signerHex) == signer
-        else { return .failure(.malformed) }
-        return .success(value)
+        guard (try? JSONSerialization.jsonObject(with: Data(payload))) is [String: Any] else { return .failure(.malformed) }
+        let version = (try? JSONDecoder().decode(Version.self, from: Data(payload)))?.v
+        return .failure(version == 1 ? .malformed : .unknownVersion)
     }
 
     /// `verify` of a message's signed blob.

@@ -269,7 +269,10 @@ public final class RelayLink: Sendable {
                     lastPing = now
                     try ws.ping()
                 }
-                readable = self.waitReadable(ws.pollDescriptor, timeoutMs: 1_000)
+                // Input poll cannot announce (a failure after the last messages, TLS records past the bound):
+                // take it at once, only draining the wake pipe.
+                let pending = ws.mayHavePendingInput
+                readable = self.waitReadable(ws.pollDescriptor, timeoutMs: pending ? 0 : 1_000) || pending
             }
         } catch {
             if case .closed(let code, _) = error { return code }

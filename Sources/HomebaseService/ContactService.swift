@@ -84,13 +84,16 @@ public final class ContactService: Sendable {
         case .contactJoin(let name):
             await self.join(from: sender, name: name)
         case .contactLeave:
+            // Streams first: one that has just finished still records its usage, which the removal then
+            // deletes with the guest, instead of leaving a row for a guest who is gone.
+            guard self.registry.record(for: sender) != nil else { return }
+            await self.inference.cancelAll(from: sender)
             do {
                 guard try self.registry.remove(guest: sender) else { return }
             } catch {
                 self.logger.error("cannot remove a guest", metadata: ["guest": sender.short, "error": "\(error)"])
                 return
             }
-            await self.inference.cancelAll(from: sender)
             self.authorizer.forget(guest: sender)
             self.logger.info("guest left", metadata: ["guest": sender.short])
         case .advertRequest:

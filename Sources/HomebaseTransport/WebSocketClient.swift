@@ -199,6 +199,7 @@ public final class WebSocketClient {
             self.pendingError = nil
             throw error
         }
+        self.hasPendingInput = false
         var out: [(opcode: WebSocketOpcode, payload: [UInt8])] = []
         do throws(Error) {
             while let m = try self.nextBuffered() { out.append(m) }
@@ -216,7 +217,10 @@ public final class WebSocketClient {
                 self.bytesReceived &+= UInt64(bytes.count)
                 self.parser.append(bytes)
                 while let m = try self.nextBuffered() { out.append(m) }
-                reading = (self.stream.mayHoldReadBytes || bytes.count == Self.readBytes) && out.count < maxMessages
+                let more = self.stream.mayHoldReadBytes || bytes.count == Self.readBytes
+                reading = more && out.count < maxMessages
+                // Stopped at the bound with bytes perhaps still held where poll cannot see them (TLS).
+                self.hasPendingInput = more && !reading && self.stream.mayHoldReadBytes
             }
         } catch {
             // The messages first; the failure is the next call's answer.
@@ -225,6 +229,12 @@ public final class WebSocketClient {
         }
         return out
     }
+
+    /// Whether the next `receiveAvailable` may have something to return without the socket becoming readable:
+    /// a failure found after the messages just returned, or a read stopped at `maxMessages` over TLS. An event
+    /// loop then calls again without waiting on poll.
+    public var mayHavePendingInput: Bool { self.hasPendingInput || self.pendingError != nil }
+    private var hasPendingInput = false
 
     /// A failure found after messages that `receiveAvailable` returned first.
     private var pendingError: Error?

@@ -68,11 +68,23 @@ import Testing
         #expect(stream.readCount == 4)  // the last one found nothing
     }
 
-    @Test func readsStopAtMaxMessages() throws {
+    @Test func readsStopAtMaxMessagesAndSayMoreMayBeWaiting() throws {
         let stream = ScriptedStream([Self.frame(2, [1]) + Self.frame(2, [2]), Self.frame(2, [3])], holdsReadBytes: true)
         let ws = self.client(stream)
         #expect(try ws.receiveAvailable(read: true, maxMessages: 2).map(\.payload) == [[1], [2]])
+        // Over TLS poll may not announce the rest: the caller is told to call again without waiting.
+        #expect(ws.mayHavePendingInput)
         #expect(try ws.receiveAvailable(read: true, maxMessages: 2).map(\.payload) == [[3]])
+        #expect(!ws.mayHavePendingInput)
+    }
+
+    @Test func aFailureAfterMessagesIsAnnouncedAsPending() throws {
+        let stream = ScriptedStream([Self.frame(2, [1]) + Self.frame(8, [0x03, 0xE8])])
+        let ws = self.client(stream)
+        #expect(try ws.receiveAvailable(read: true).map(\.payload) == [[1]])
+        #expect(ws.mayHavePendingInput)
+        #expect(throws: WebSocketClient.Error.self) { try ws.receiveAvailable(read: false) }
+        #expect(!ws.mayHavePendingInput)
     }
 
     @Test func endOfStreamAfterMessagesComesNext() throws {
