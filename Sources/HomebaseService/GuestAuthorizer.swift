@@ -13,7 +13,9 @@ import Synchronization
 ///   falls back on-device, and the allowance returns at midnight UTC);
 /// - then the conversation cache: a follow-up whose prefix is not held gets `cache_miss`.
 /// Usage (requests, prompt and completion tokens from the runtime's `usage`) is added per guest and day once
-/// `infer.done` was sent; failed and cancelled requests cost nothing.
+/// `infer.done` was sent; an answer the guest cut short (cancel, gone) counts the pieces streamed until then as
+/// completion tokens, so cancelling just before the end does not read answers free; failed requests and
+/// requests stopped by the host cost nothing.
 public final class GuestAuthorizer: InferenceAuthorizer {
     private struct Activity {
         /// Admitted requests not yet ended.
@@ -107,7 +109,13 @@ public final class GuestAuthorizer: InferenceAuthorizer {
             // Forget idle guests, so the map holds only guests with recent traffic.
             all[sender] = a.active == 0 && a.recent.isEmpty ? nil : a
         }
-        guard case .done(let answer, let usage) = outcome else { return }
+        let answer: String?
+        let usage: Usage
+        switch outcome {
+        case .done(let a, let u): (answer, usage) = (a, u)
+        case .cut(let u): (answer, usage) = (nil, u)  // cut short: charged for what was streamed, not cached
+        case .failed, .cancelled: return
+        }
         let nowMs = self.clock.nowMs()
         do {
             try self.registry.recordUsage(guest: sender, usage: usage, nowMs: nowMs)

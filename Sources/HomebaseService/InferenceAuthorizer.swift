@@ -24,8 +24,12 @@ public enum InferenceOutcome: Sendable, Equatable {
     case done(answer: String?, usage: Usage)
     /// `infer.error` was sent.
     case failed(InferErrorCode)
-    /// Ended without a reply: cancelled by the requester or the host, or the requester went away.
+    /// Ended without a reply: cancelled by the host, or by the requester (or the requester went away) before
+    /// any text was sent.
     case cancelled
+    /// The requester cancelled, or went away, after text had been sent: `usage` counts the runtime's pieces
+    /// streamed so far as completion tokens (Ollama sends one per token); the prompt is not known, so 0.
+    case cut(usage: Usage)
 }
 
 /// Decides who may run a model, per (sender, channel, model). The inference server asks it first, before it

@@ -142,7 +142,7 @@ public actor InferenceServer {
 
     /// `infer.cancel` from `sender`: stops the request if that sender owns it; sends nothing.
     public func handleCancel(id: String, from sender: PublicKey) {
-        self.end(Key(sender: sender, id: id))
+        self.end(Key(sender: sender, id: id), chargeStreamed: true)
     }
 
     /// Cancels every request (the daemon is stopping). Nothing more is sent for them.
@@ -230,13 +230,21 @@ public actor InferenceServer {
     /// stopped first, so nothing of it follows; `reply`, an `infer.error`, is sent only if the stream had not
     /// already sent `infer.done` (its end may still be on its way to this actor), so the requester gets one
     /// ending, never two. A stream that did finish is reported as done, whatever `outcome` says.
-    private func end(_ key: Key, outcome: InferenceOutcome = .cancelled, reply: (InferErrorCode, String)? = nil) {
+    /// `chargeStreamed` (the requester cut the answer short): text already streamed is reported as `cut`, so a
+    /// guest cannot read answers free by cancelling each just before its end.
+    private func end(_ key: Key, outcome: InferenceOutcome = .cancelled, reply: (InferErrorCode, String)? = nil,
+                     chargeStreamed: Bool = false) {
         guard let job = self.jobs.removeValue(forKey: key) else { return }
         var outcome = outcome
         if case .done(let answer, let usage)? = job.stream?.stop() {
             outcome = .done(answer: answer, usage: usage)
-        } else if let (code, message) = reply {
-            self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+        } else {
+            if let (code, message) = reply {
+                self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+            }
+            if chargeStreamed, let pieces = job.stream?.streamedPieces, pieces > 0 {
+                outcome = .cut(usage: Usage(promptTokens: 0, completionTokens: pieces))
+            }
         }
         self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
         if job.running {
@@ -266,7 +274,7 @@ public actor InferenceServer {
     private func requesterGone(key: Key, token: UInt64) {
         guard self.jobs[key]?.token == token else { return }
         self.logger.debug("requester gone", metadata: ["peer": key.sender.short])
-        self.end(key)
+        self.end(key, chargeStreamed: true)
     }
 
     private func sendError(_ code: InferErrorCode, _ message: String, id: String, to peer: PublicKey,

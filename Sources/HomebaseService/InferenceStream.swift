@@ -26,6 +26,8 @@ final class InferenceStream: ChatEventSink {
         var ended = false
         /// How the stream ended by itself, for a `stop()` that comes after.
         var end: End?
+        /// Text pieces the engine delivered (one per token for Ollama), for charging a cut-short answer.
+        var pieces = 0
         var handle: ChatStreamHandle?
         var flushTask: Task<Void, Never>?
     }
@@ -93,6 +95,9 @@ final class InferenceStream: ChatEventSink {
         return end
     }
 
+    /// Text pieces the engine delivered so far (one per token for Ollama).
+    var streamedPieces: Int { self.state.withLock { $0.pieces } }
+
     // MARK: ChatEventSink
 
     func events(_ batch: [ChatEngineEvent]) {
@@ -104,6 +109,7 @@ final class InferenceStream: ChatEventSink {
                 switch event {
                 case .text(let piece):
                     text += piece
+                    s.pieces += 1
                 case .toolCall:
                     // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
                     break

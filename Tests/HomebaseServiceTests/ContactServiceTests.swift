@@ -265,6 +265,35 @@ extension Message {
         await h.stop()
     }
 
+    /// A guest that cancels an answer after reading part of it is charged for the pieces streamed (no free
+    /// answers by cancelling just before the end); one that cancels before any text costs nothing.
+    @Test func anAnswerCutShortIsChargedForWhatWasStreamed() async throws {
+        let h = try Harness()
+        h.engine.setScript([.read(["a", "b", "c"]), .hang])
+        h.start()
+        let g = try await h.grantedGuest(0x2B)
+        h.guestRequest("x1", from: g.messenger)
+        await eventually("text streamed") {
+            g.inbox.inference("x1").compactMap { m -> String? in if case .inferChunk(let c) = m { c.text } else { nil } }
+                .joined() == "abc"
+        }
+        g.messenger.send(.inferCancel(id: "x1"), to: h.homebase, channel: .contact, store: false)
+        await eventually("usage recorded") {
+            (try? h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 1
+        }
+        #expect(try h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value)
+            == GuestUsage(requests: 1, promptTokens: 0, completionTokens: 3))
+
+        // Cancelled while waiting for the runtime: nothing streamed, nothing charged.
+        h.engine.setScript([.hang])
+        h.guestRequest("x2", from: g.messenger)
+        _ = await g.inbox.first("accept x2") { if case .inferAccept(let a) = $0 { a.id == "x2" } else { false } }
+        g.messenger.send(.inferCancel(id: "x2"), to: h.homebase, channel: .contact, store: false)
+        await eventually("x2 ended") { await h.daemon.inference.activeCount == 0 }
+        #expect(try h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests == 1)
+        await h.stop()
+    }
+
     @Test func guestsGetAdvertsOnEventsButNoHeartbeat() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
@@ -303,7 +332,8 @@ extension Message {
         _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         g.messenger.send(.contactLeave, to: h.homebase, channel: .contact, store: false)
         await eventually("stream stopped") { engine.cancellations == 1 }
-        #expect(try !h.contacts.registry.isContact(g.key))
+        // Streams are stopped first, then the guest is removed (with any usage they recorded).
+        await eventually("forgotten") { (try? h.contacts.registry.isContact(g.key)) == false }
         await h.stop()
     }
 
