@@ -14,6 +14,66 @@ public enum MessageDecodingError: Error, Equatable, Sendable {
 extension Message {
     /// Decodes an unpadded or padded plaintext (trailing whitespace is accepted).
     public init(json bytes: some Collection<UInt8>) throws(MessageDecodingError) {
+        // infer.chunk, one per coalesced read of every stream a device receives, is read in one pass; anything
+        // the fast path is not sure of (another type, a repeated or mistyped field) takes the general path.
+        let fast = bytes.withContiguousStorageIfAvailable { Self.fastChunk($0) } ?? Array(bytes).withUnsafeBufferPointer {
+            Self.fastChunk($0)
+        }
+        if let fast {
+            self = .inferChunk(fast)
+            return
+        }
+        try self.init(generalJSON: bytes)
+    }
+
+    /// `{"type":"infer.chunk","id":…,"seq":…,"text":…}` (any key order, other keys skipped), or nil: for a
+    /// repeated field, a field of another JSON type, a `seq` not written as an integer, or another message.
+    static func fastChunk(_ bytes: UnsafeBufferPointer<UInt8>) -> InferChunk? {
+        var fields: (type: String?, id: String?, seq: Int?, text: String?) = (nil, nil, nil, nil)
+        var seen = 0
+        var unsure = false
+        /// A string field, marking it seen (twice, or not a string: unsure).
+        func string(_ reader: inout JSONReader, _ bit: Int) throws(JSONReader.ParseError) -> String? {
+            unsure = unsure || seen & bit != 0
+            seen |= bit
+            guard try reader.kind() == .string else {
+                unsure = true
+                try reader.skip()
+                return nil
+            }
+            return try reader.string()
+        }
+        let read = try? JSONReader.read(bytes) { (reader: inout JSONReader) throws(JSONReader.ParseError) -> Bool in
+            try reader.object { (key, reader) throws(JSONReader.ParseError) in
+                if key.matches("type") {
+                    fields.type = try string(&reader, 1)
+                } else if key.matches("id") {
+                    fields.id = try string(&reader, 2)
+                } else if key.matches("text") {
+                    fields.text = try string(&reader, 4)
+                } else if key.matches("seq") {
+                    unsure = unsure || seen & 8 != 0
+                    seen |= 8
+                    if try reader.kind() == .number {
+                        fields.seq = try reader.integer()
+                        unsure = unsure || fields.seq == nil
+                    } else {
+                        unsure = true
+                        try reader.skip()
+                    }
+                } else {
+                    try reader.skip()
+                }
+            }
+        }
+        guard read == true, !unsure, fields.type == MessageType.inferChunk, let id = fields.id, let seq = fields.seq,
+            let text = fields.text
+        else { return nil }
+        return InferChunk(id: id, seq: seq, text: text)
+    }
+
+    /// The general decoder (JSONDecoder), for every type.
+    init(generalJSON bytes: some Collection<UInt8>) throws(MessageDecodingError) {
         let data = Data(bytes)
         let decoder = JSONDecoder()
         guard let probe = try? decoder.decode(TypeProbe.self, from: data) else { throw .notAMessage }

@@ -112,3 +112,55 @@ import Testing
         #expect(SignedPayloadJSON.decode(GrantPayload.self, from: v2) == nil)
     }
 }
+
+/// The one-pass infer.chunk path of `Message(json:)` answers exactly as the general decoder, or defers to it.
+@Suite struct MessageChunkFastPathTests {
+    static func general(_ text: String) -> Result<Message, MessageDecodingError> {
+        Result { () throws(MessageDecodingError) in try Message(generalJSON: Array(text.utf8)) }
+    }
+
+    static func full(_ text: String) -> Result<Message, MessageDecodingError> {
+        Result { () throws(MessageDecodingError) in try Message(json: Array(text.utf8)) }
+    }
+
+    static let chunks = [
+        #"{"id":"r1","seq":0,"text":"Hel","type":"infer.chunk"}"#,
+        #"{"type":"infer.chunk","text":"a\n\u00e9\"\ud83d\ude00","seq":41,"id":"x"}"#,
+        #"{"id":"r1","seq":-3,"text":"","type":"infer.chunk","extra":{"a":[1,2,{"b":null}]}}"#,
+        #"{"id":"r1","seq":1.0,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":1e2,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":9223372036854775808,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":"1","text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","id":"r2","seq":1,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":1,"text":5,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":1,"type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":1,"text":"a","type":"infer.done"}"#,
+        #"{"id":null,"seq":1,"text":"a","type":"infer.chunk"}"#,
+        #"{"id":"r1","seq":1,"text":"a","type":"infer.chunk"}   "#,
+        #"[{"id":"r1","seq":1,"text":"a","type":"infer.chunk"}]"#,
+        #"{"id":"r1","seq":1,"text":"a","type":"infer.chunk"} x"#,
+    ]
+
+    @Test func agreesWithTheGeneralDecoder() {
+        var inputs = Self.chunks
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]:,"\ 0123456789.-enul"#.utf8)
+        for chunk in Self.chunks {
+            let bytes = Array(chunk.utf8)
+            for _ in 0..<300 {
+                var mutated = bytes
+                mutated[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+                inputs.append(String(decoding: mutated, as: UTF8.self))
+            }
+        }
+        var taken = 0
+        for text in inputs {
+            #expect(Self.full(text) == Self.general(text), "\(text.debugDescription)")
+            if Array(text.utf8).withUnsafeBufferPointer({ Message.fastChunk($0) }) != nil { taken += 1 }
+        }
+        // The fast path did answer for the common shapes.
+        #expect(taken >= 4)
+        #expect(Array(Self.chunks[0].utf8).withUnsafeBufferPointer { Message.fastChunk($0) }
+            == InferChunk(id: "r1", seq: 0, text: "Hel"))
+    }
+}
