@@ -120,68 +120,63 @@ public struct JSONReader {
         return value
     }
 
-    /// Walks an object: `member` gets each key and must consume its value. Returns false, consuming nothing,
-    /// when the next value is not an object.
+    /// Walks an object: `member` gets each key and must consume its value. Any other value is skipped
+    /// (checked as strictly) and the answer is false, so a caller refusing other types needs no skip of its own.
     @discardableResult
     public mutating func object(_ member: (Key, inout JSONReader) throws(ParseError) -> Void) throws(ParseError) -> Bool {
-        guard try self.parser.peek() == UInt8(ascii: "{") else { return false }
-        try self.enter()
-        self.parser.index += 1
-        self.parser.skipWhitespace()
-        if try self.parser.peek() == UInt8(ascii: "}") {
-            self.parser.index += 1
-            self.depth -= 1
-            return true
-        }
-        while true {
-            self.parser.skipWhitespace()
-            guard try self.parser.peek() == UInt8(ascii: "\"") else {
-                throw self.parser.fail(.unexpectedByte(self.parser.bytes[self.parser.index]))
+        try self.container(open: UInt8(ascii: "{"), close: UInt8(ascii: "}")) { (reader) throws(ParseError) in
+            guard try reader.parser.peek() == UInt8(ascii: "\"") else {
+                throw reader.parser.fail(.unexpectedByte(reader.parser.bytes[reader.parser.index]))
             }
-            let key = try self.parser.skipString()
-            self.parser.skipWhitespace()
-            guard try self.parser.peek() == UInt8(ascii: ":") else {
-                throw self.parser.fail(.unexpectedByte(self.parser.bytes[self.parser.index]))
+            let key = try reader.parser.skipString()
+            reader.parser.skipWhitespace()
+            guard try reader.parser.peek() == UInt8(ascii: ":") else {
+                throw reader.parser.fail(.unexpectedByte(reader.parser.bytes[reader.parser.index]))
             }
-            self.parser.index += 1
-            self.parser.skipWhitespace()
-            try member(Key(raw: UnsafeBufferPointer(rebasing: self.parser.bytes[key.range]), escaped: key.escaped), &self)
-            self.parser.skipWhitespace()
-            switch try self.parser.peek() {
-            case UInt8(ascii: ","): self.parser.index += 1
-            case UInt8(ascii: "}"):
-                self.parser.index += 1
-                self.depth -= 1
-                return true
-            case let byte: throw self.parser.fail(.unexpectedByte(byte))
-            }
+            reader.parser.index += 1
+            reader.parser.skipWhitespace()
+            let raw = UnsafeBufferPointer(rebasing: reader.parser.bytes[key.range])
+            try member(Key(raw: raw, escaped: key.escaped), &reader)
         }
     }
 
-    /// Walks an array: `element` gets each position and must consume the element. Returns false, consuming
-    /// nothing, when the next value is not an array.
+    /// Walks an array: `element` gets each position and must consume the element. Any other value is skipped
+    /// and the answer is false.
     @discardableResult
     public mutating func array(_ element: (Int, inout JSONReader) throws(ParseError) -> Void) throws(ParseError) -> Bool {
-        guard try self.parser.peek() == UInt8(ascii: "[") else { return false }
-        try self.enter()
+        var position = 0
+        return try self.container(open: UInt8(ascii: "["), close: UInt8(ascii: "]")) { (reader) throws(ParseError) in
+            try element(position, &reader)
+            position += 1
+        }
+    }
+
+    /// An object or array: `item` reads one member or element (whitespace around it is handled here), items
+    /// separated by commas. Another value is skipped: false.
+    private mutating func container(
+        open: UInt8, close: UInt8, _ item: (inout JSONReader) throws(ParseError) -> Void
+    ) throws(ParseError) -> Bool {
+        guard try self.parser.peek() == open else {
+            try self.skip()
+            return false
+        }
+        self.depth += 1
+        guard self.depth <= JSONNode.maxDepth else { throw self.parser.fail(.tooDeep) }
+        defer { self.depth -= 1 }
         self.parser.index += 1
         self.parser.skipWhitespace()
-        if try self.parser.peek() == UInt8(ascii: "]") {
+        if try self.parser.peek() == close {
             self.parser.index += 1
-            self.depth -= 1
             return true
         }
-        var position = 0
         while true {
             self.parser.skipWhitespace()
-            try element(position, &self)
-            position += 1
+            try item(&self)
             self.parser.skipWhitespace()
             switch try self.parser.peek() {
             case UInt8(ascii: ","): self.parser.index += 1
-            case UInt8(ascii: "]"):
+            case close:
                 self.parser.index += 1
-                self.depth -= 1
                 return true
             case let byte: throw self.parser.fail(.unexpectedByte(byte))
             }
@@ -203,11 +198,6 @@ public struct JSONReader {
             }
         case .null: try self.parser.literal("null")
         }
-    }
-
-    private mutating func enter() throws(ParseError) {
-        self.depth += 1
-        guard self.depth <= JSONNode.maxDepth else { throw self.parser.fail(.tooDeep) }
     }
 }
 

@@ -32,7 +32,6 @@ public final class RelayLink: Sendable {
 
     public enum Event: Sendable, Equatable {
         case connected(stored: Int, maxPayload: Int)
-        case frame(RelayFrame)
         /// Frames that arrived together, in order: the receiver can handle them as a batch (one commit of
         /// their ids for replay protection instead of one each).
         case frames([RelayFrame])
@@ -96,7 +95,7 @@ public final class RelayLink: Sendable {
             return s.stopped
         }
         guard !already else { return }
-        self.wake(deferrable: false)  // it waits below for the thread: a wake held for a batch would come too late
+        self.wake()  // not deferrable: it waits below for the thread, a wake held for a batch would come too late
         _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
     }
 
@@ -108,13 +107,13 @@ public final class RelayLink: Sendable {
             s.outbound.append(frame.encoded())
             return true
         }
-        if ok { self.wake() }
+        if ok { self.wake(deferrable: true) }
         return ok
     }
 
-    /// Wakes the I/O thread. `deferrable`: inside a batch of work on the calling thread (the HTTP loop's
-    /// pass), once at its end.
-    private func wake(deferrable: Bool = true) {
+    /// Wakes the I/O thread. `deferrable` (frames queued): inside a batch of work on the calling thread (the
+    /// HTTP loop's pass), once at its end.
+    private func wake(deferrable: Bool = false) {
         let writeByte = { [self] in
             guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
             var b: UInt8 = 1

@@ -126,8 +126,6 @@ public final class RelayMessenger: PeerMessenger {
         case .stopped(let reason):
             self.logger.debug("Relay link stopped", metadata: ["reason": reason])
             self.failPendingReceipts()
-        case .frame(let frame):
-            self.handle([frame])
         case .frames(let frames):
             self.handle(frames)
         }

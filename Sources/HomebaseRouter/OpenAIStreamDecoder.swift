@@ -227,15 +227,11 @@ private struct CommonChunk {
                         }
                     }) else {
                         shapeOK = false
-                        try reader.skip()
                         return
                     }
                     choices.append(choice)
                 }
-                if !isArray {
-                    shapeOK = false
-                    try reader.skip()
-                }
+                shapeOK = shapeOK && isArray
                 chunk.choices = choices
             } else if key.matches("usage") {
                 chunk.usage = try Self.usage(&reader)
@@ -243,11 +239,7 @@ private struct CommonChunk {
                 try reader.skip()
             }
         }
-        if !isObject {
-            try reader.skip()
-            return nil
-        }
-        return shapeOK ? chunk : nil
+        return isObject && shapeOK ? chunk : nil
     }
 
     private static func index(_ reader: inout JSONReader, position: Int) throws(JSONReader.ParseError) -> Int? {
@@ -288,18 +280,13 @@ private struct CommonChunk {
                         empty = false
                         try reader.skip()
                     }
-                    if !isArray { try reader.skip() }
                     toolCallsOK = isArray && empty
                 }
             } else {
                 try reader.skip()
             }
         }
-        if !isObject {
-            try reader.skip()
-            return nil
-        }
-        return toolCallsOK ? content : nil
+        return isObject && toolCallsOK ? content : nil
     }
 
     private static func finish(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Finish {
@@ -324,11 +311,7 @@ private struct CommonChunk {
                 try reader.skip()
             }
         }
-        if !isObject {
-            try reader.skip()
-            return .invalid
-        }
-        guard let prompt, let completion, prompt >= 0, completion >= 0 else { return .invalid }
+        guard isObject, let prompt, let completion, prompt >= 0, completion >= 0 else { return .invalid }
         return .usage(Usage(promptTokens: prompt, completionTokens: completion))
     }
 }

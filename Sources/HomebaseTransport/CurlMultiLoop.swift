@@ -156,7 +156,7 @@ final class CurlMultiLoop: Sendable {
                     if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadlineNs == nil {
                         // The consumer had the whole answer: read the rest (the chunked terminator) so the
                         // connection can be reused, for at most the grace; the deadline check below aborts it after.
-                        transfer.drainDeadlineNs = saturatingAdd(Posix.monotonicNs, nanoseconds(pacing.drainGrace))
+                        transfer.drainDeadlineNs = Posix.monotonicNs + Posix.nanoseconds(pacing.drainGrace)
                         if transfer.pacedUntilNs != nil || transfer.isPaused {
                             transfer.pacedUntilNs = nil
                             transfer.isPaused = false
@@ -213,7 +213,7 @@ final class CurlMultiLoop: Sendable {
                     guard let idle = transfer.idleTimeoutNs, !transfer.isPaused, transfer.pacedUntilNs == nil else {
                         continue
                     }
-                    let deadline = saturatingAdd(transfer.lastActivityNs, idle)
+                    let deadline = transfer.lastActivityNs + idle
                     if deadline <= now {
                         transfer.fail(.timedOut)
                         remove(easy)?.finish(error: .timedOut)
@@ -273,10 +273,4 @@ final class CurlMultiLoop: Sendable {
             transfer.pacedUntilNs = Self.resumeTick(after: now, interval: interval)
         }
     }
-}
-
-/// `a + b`, or `UInt64.max` ("never") where that overflows: a duration given as "forever" stays forever.
-func saturatingAdd(_ a: UInt64, _ b: UInt64) -> UInt64 {
-    let (sum, overflow) = a.addingReportingOverflow(b)
-    return overflow ? .max : sum
 }

@@ -21,6 +21,8 @@ public final class CurlTLSStream: ByteStream {
     private var socket: Int32 = -1
     /// CURLOPT_ERRORBUFFER: curl writes details here (e.g. which certificate check failed).
     private let errorBuffer: UnsafeMutablePointer<CChar>
+    /// Where curl_easy_recv lands; only what arrived is copied out. Grows to the largest `maxBytes` asked.
+    private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 1)
 
     /// curl_global_init once per process; thread-safe since 7.84 and ref-counted, and the lazy static
     /// runs it exactly once in this module.
@@ -37,6 +39,7 @@ public final class CurlTLSStream: ByteStream {
     deinit {
         if let handle = self.handle { curl_easy_cleanup(handle) }
         self.errorBuffer.deallocate()
+        self.scratch.deallocate()
     }
 
     /// Connects and completes the TLS handshake to `url`'s host and port ("https://host:port/..."; the
@@ -107,18 +110,23 @@ public final class CurlTLSStream: ByteStream {
         precondition(maxBytes > 0, "receive(maxBytes:) needs room for at least one byte")
         guard let handle = self.handle else { throw .closed }
         let deadlineNs = Duration.deadlineNs(after: timeout)
-        var result = [UInt8](repeating: 0, count: maxBytes)
+        // As TCPClientStream: one scratch buffer, and only what arrived is copied out (no 64 KiB zeroed per call).
+        if self.scratch.count < maxBytes {
+            self.scratch.deallocate()
+            self.scratch = .allocate(byteCount: maxBytes, alignment: 1)
+        }
         while true {
             var received = 0
             self.errorBuffer[0] = 0
             // Always ask curl first and poll only on CURLE_AGAIN: OpenSSL may already hold decrypted
             // bytes that the socket no longer shows as readable.
-            let rc = result.withUnsafeMutableBytes { curl_easy_recv(handle, $0.baseAddress, maxBytes, &received) }
+            let rc = curl_easy_recv(handle, self.scratch.baseAddress, maxBytes, &received)
             if rc == CURLE_OK {
-                result.removeLast(maxBytes - received)
-                return result
+                return Array(UnsafeRawBufferPointer(rebasing: self.scratch[..<received]))
             }
             guard rc == CURLE_AGAIN else { throw self.error(for: rc, during: "receive") }
+            // Nothing there and no time to wait: no poll(2) needed to say so.
+            if timeout == .zero { throw .timedOut }
             switch Posix.poll(self.socket, events: Int16(POLLIN), deadlineNs: deadlineNs) {
             case .failure(let error): throw error
             case .success(0): throw .timedOut

@@ -62,8 +62,9 @@ final class CurlTransfer: @unchecked Sendable {
     init(request: HTTPRequest, delivery: Delivery) {
         self.request = request
         self.delivery = delivery
-        self.idleTimeoutNs = request.idleTimeout.map(nanoseconds)
-        self.pacingIntervalNs = request.bodyPacing.map { max(1, nanoseconds($0.interval)) }
+        // Clamped to UInt64.max / 2, so a deadline of now plus any of them cannot overflow.
+        self.idleTimeoutNs = request.idleTimeout.map(Posix.nanoseconds)
+        self.pacingIntervalNs = request.bodyPacing.map { max(1, Posix.nanoseconds($0.interval)) }
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }
@@ -278,9 +279,7 @@ final class CurlTransfer: @unchecked Sendable {
             }
             self.body.append(contentsOf: bytes)
             return bytes.count
-        case .released:
-            return 0  // ended: nobody reads (libcurl does not call after removal; this is belt and braces)
-        case .pushed:
+        case .pushed, .released:  // released: ended, libcurl no longer calls
             self.body.append(contentsOf: bytes)
             if let pacing = self.request.bodyPacing, pacing.isStarted {
                 self.wantsPacingPause = true
@@ -417,14 +416,6 @@ extension Substring {
         else { return "" }
         return String(self[first...last])
     }
-}
-
-/// `duration` in whole nanoseconds, clamped to 0...UInt64.max.
-func nanoseconds(_ duration: Duration) -> UInt64 {
-    let (seconds, attoseconds) = duration.components
-    guard seconds >= 0, attoseconds >= 0 else { return 0 }
-    let (ns, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
-    return overflow ? .max : ns &+ UInt64(attoseconds / 1_000_000_000)
 }
 
 /// Whole milliseconds in `duration`, rounded up so that a tiny timeout never becomes 0 ("no timeout").

@@ -21,7 +21,10 @@ public enum Posix {
     /// `Thread.name` does not reach the kernel on Linux, so threads inherit their creator's name without this.
     public static func nameCurrentThread(_ name: String) {
         #if canImport(Glibc)
-        _ = CLinux.pthread_setname_np(pthread_self(), String(name.utf8.prefix(15))!)
+        // At most 15 bytes, cut on a character boundary (a cut inside one would not be valid UTF-8).
+        var short = Substring(name)
+        while short.utf8.count > 15 { short.removeLast() }
+        _ = CLinux.pthread_setname_np(pthread_self(), String(short))
         #endif
     }
 

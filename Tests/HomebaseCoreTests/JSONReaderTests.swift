@@ -123,6 +123,23 @@ import Testing
         }
     }
 
+    /// `object` and `array` on another value skip it, checked, and answer false.
+    @Test func containersSkipOtherValues() throws {
+        for text in ["[1,2]", #""s""#, "3", "null", "true"] {
+            #expect(try JSONReader.read(text) { (r: inout JSONReader) throws(JSONReader.ParseError) in
+                try r.object { (_, r) throws(JSONReader.ParseError) in try r.skip() }
+            } == (text == "{}"))
+        }
+        #expect(try JSONReader.read(#"{"a":1}"#) { (r: inout JSONReader) throws(JSONReader.ParseError) in
+            try r.array { (_, r) throws(JSONReader.ParseError) in try r.skip() }
+        } == false)
+        #expect(throws: JSONReader.ParseError.self) {
+            try JSONReader.read("[1,]") { (r: inout JSONReader) throws(JSONReader.ParseError) in
+                try r.object { (_, r) throws(JSONReader.ParseError) in try r.skip() }
+            }
+        }
+    }
+
     /// A body that does not consume its value leaves trailing bytes: refused.
     @Test func unconsumedValueIsTrailingBytes() {
         #expect(throws: JSONReader.ParseError.self) {
