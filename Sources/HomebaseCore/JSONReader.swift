@@ -120,6 +120,25 @@ public struct JSONReader {
         return value
     }
 
+    /// The next value if it is a string; any other value is skipped (checked) and the answer is nil.
+    public mutating func stringOrSkip() throws(ParseError) -> String? {
+        guard try self.kind() == .string else {
+            try self.skip()
+            return nil
+        }
+        return try self.parser.string()
+    }
+
+    /// The next value if it is a number written as an integer that fits; anything else is skipped (checked)
+    /// and the answer is nil.
+    public mutating func integerOrSkip() throws(ParseError) -> Int? {
+        guard try self.kind() == .number else {
+            try self.skip()
+            return nil
+        }
+        return try self.integer()
+    }
+
     /// Walks an object: `member` gets each key and must consume its value. Any other value is skipped
     /// (checked as strictly) and the answer is false, so a caller refusing other types needs no skip of its own.
     @discardableResult

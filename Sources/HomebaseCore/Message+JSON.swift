@@ -16,14 +16,25 @@ extension Message {
     public init(json bytes: some Collection<UInt8>) throws(MessageDecodingError) {
         // infer.chunk, one per coalesced read of every stream a device receives, is read in one pass; anything
         // the fast path is not sure of (another type, a repeated or mistyped field) takes the general path.
-        let fast = bytes.withContiguousStorageIfAvailable { Self.fastChunk($0) } ?? Array(bytes).withUnsafeBufferPointer {
-            Self.fastChunk($0)
-        }
+        // Tried only for text ending as our writer ends a chunk (keys sorted: `"type":"infer.chunk"}`), so other
+        // messages (an infer.request of up to 1 MiB) are not parsed twice; a chunk written otherwise still decodes,
+        // by the general path.
+        let fast = bytes.withContiguousStorageIfAvailable { buffer in
+            Self.endsLikeAChunk(buffer) ? Self.fastChunk(buffer) : nil
+        } ?? nil
         if let fast {
             self = .inferChunk(fast)
             return
         }
         try self.init(generalJSON: bytes)
+    }
+
+    private static let chunkEnding = Array(#""type":"infer.chunk"}"#.utf8)
+
+    static func endsLikeAChunk(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var end = bytes.count
+        while end > 0, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[end - 1]) { end -= 1 }
+        return end >= Self.chunkEnding.count && bytes[(end - Self.chunkEnding.count)..<end].elementsEqual(Self.chunkEnding)
     }
 
     /// `{"type":"infer.chunk","id":…,"seq":…,"text":…}` (any key order, other keys skipped), or nil: for a
@@ -32,35 +43,22 @@ extension Message {
         var fields: (type: String?, id: String?, seq: Int?, text: String?) = (nil, nil, nil, nil)
         var seen = 0
         var unsure = false
-        /// A string field, marking it seen (twice, or not a string: unsure).
-        func string(_ reader: inout JSONReader, _ bit: Int) throws(JSONReader.ParseError) -> String? {
-            unsure = unsure || seen & bit != 0
+        /// A field, marking it seen: seen twice, or nil (another type, or a number that is no integer), is unsure.
+        func field<T>(_ bit: Int, _ value: T?) -> T? {
+            unsure = unsure || seen & bit != 0 || value == nil
             seen |= bit
-            guard try reader.kind() == .string else {
-                unsure = true
-                try reader.skip()
-                return nil
-            }
-            return try reader.string()
+            return value
         }
         let read = try? JSONReader.read(bytes) { (reader: inout JSONReader) throws(JSONReader.ParseError) -> Bool in
             try reader.object { (key, reader) throws(JSONReader.ParseError) in
                 if key.matches("type") {
-                    fields.type = try string(&reader, 1)
+                    fields.type = field(1, try reader.stringOrSkip())
                 } else if key.matches("id") {
-                    fields.id = try string(&reader, 2)
+                    fields.id = field(2, try reader.stringOrSkip())
                 } else if key.matches("text") {
-                    fields.text = try string(&reader, 4)
+                    fields.text = field(4, try reader.stringOrSkip())
                 } else if key.matches("seq") {
-                    unsure = unsure || seen & 8 != 0
-                    seen |= 8
-                    if try reader.kind() == .number {
-                        fields.seq = try reader.integer()
-                        unsure = unsure || fields.seq == nil
-                    } else {
-                        unsure = true
-                        try reader.skip()
-                    }
+                    fields.seq = field(8, try reader.integerOrSkip())
                 } else {
                     try reader.skip()
                 }

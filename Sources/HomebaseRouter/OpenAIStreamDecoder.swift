@@ -244,16 +244,7 @@ private struct CommonChunk {
 
     private static func index(_ reader: inout JSONReader, position: Int) throws(JSONReader.ParseError) -> Int? {
         if try reader.null() { return position }
-        return try Self.integer(&reader)
-    }
-
-    /// An integer value; nil (consumed) for anything else.
-    private static func integer(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Int? {
-        guard try reader.kind() == .number else {
-            try reader.skip()
-            return nil
-        }
-        return try reader.integer()
+        return try reader.integerOrSkip()
     }
 
     private static func delta(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> String?? {
@@ -262,14 +253,8 @@ private struct CommonChunk {
         var toolCallsOK = true
         let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
             if key.matches("content") {
-                if try reader.null() {
-                    content = .some(nil)
-                } else if try reader.kind() == .string {
-                    content = .some(try reader.string())
-                } else {
-                    content = nil
-                    try reader.skip()
-                }
+                // Null is no text; another type is not the common shape (nil).
+                content = try reader.null() ? .some(nil) : try reader.stringOrSkip().map { .some($0) }
             } else if key.matches("tool_calls") {
                 // Null or empty is the common shape; any call goes to the general path.
                 if try reader.null() {
@@ -291,11 +276,7 @@ private struct CommonChunk {
 
     private static func finish(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Finish {
         if try reader.null() { return .absent }
-        guard try reader.kind() == .string else {
-            try reader.skip()
-            return .invalid
-        }
-        return .reason(try reader.string())
+        return try reader.stringOrSkip().map { .reason($0) } ?? .invalid
     }
 
     private static func usage(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> UsageField {
@@ -304,9 +285,9 @@ private struct CommonChunk {
         var completion: Int?
         let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
             if key.matches("prompt_tokens") {
-                prompt = try Self.integer(&reader)
+                prompt = try reader.integerOrSkip()
             } else if key.matches("completion_tokens") {
-                completion = try Self.integer(&reader)
+                completion = try reader.integerOrSkip()
             } else {
                 try reader.skip()
             }

@@ -158,6 +158,12 @@ import Testing
             #expect(Self.full(text) == Self.general(text), "\(text.debugDescription)")
             if Array(text.utf8).withUnsafeBufferPointer({ Message.fastChunk($0) }) != nil { taken += 1 }
         }
+        // Our own chunks (padded too) end as the fast path expects, so receivers take it for them.
+        let ours = Message.inferChunk(InferChunk(id: "r9", seq: 3, text: "hi")).jsonBytes() + [0x20, 0x20]
+        #expect(ours.withUnsafeBufferPointer { Message.endsLikeAChunk($0) })
+        #expect(!Array(#"{"type":"infer.chunk","id":"r1","seq":1,"text":"a"}"#.utf8).withUnsafeBufferPointer {
+            Message.endsLikeAChunk($0)
+        })
         // The fast path did answer for the common shapes.
         #expect(taken >= 4)
         #expect(Array(Self.chunks[0].utf8).withUnsafeBufferPointer { Message.fastChunk($0) }

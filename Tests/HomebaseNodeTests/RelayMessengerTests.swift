@@ -117,6 +117,22 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(b.dropCounts["not_entitled"] == 1)
     }
 
+    /// The largest chunk the Homebase sends (16 KiB of text, every byte escaped as \u00XX, a UUID id) seals
+    /// within the relay's payload limit with room to spare, and opens to the same text.
+    @Test func theLargestChunkFitsTheRelayPayload() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let chunk = InferChunk(id: "6f1c2a7e-3b9d-4c8e-9f0a-1b2c3d4e5f60", seq: Int.max,
+                               text: String(repeating: "\u{1}", count: 16 * 1024))
+        let sealed = try #require(a.seal(.inferChunk(chunk), to: b.publicKey, channel: .syncDelta))
+        #expect(sealed.count * 2 < RelayLimits().maxPayloadBytes, "\(sealed.count) bytes")
+        b.open(sealed[...], from: a.publicKey)
+        #expect(await nextInbound(b)?.message == .inferChunk(chunk))
+    }
+
     @Test func replayedEnvelopeIsDroppedOnce() async throws {
         let relay = try LocalRelay()
         defer { relay.stop() }
