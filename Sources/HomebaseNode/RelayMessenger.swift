@@ -134,7 +134,7 @@ public final class RelayMessenger: PeerMessenger {
     /// Frames received together: receipts at once; the delivered envelopes opened and checked, their ids
     /// recorded in one commit, then passed on, then acknowledged.
     func handle(_ frames: [RelayFrame]) {
-        var opened: [Opened] = []
+        var opened: [InboundMessage] = []
         var acks: [UInt64] = []
         for frame in frames {
             switch frame {
@@ -170,43 +170,37 @@ public final class RelayMessenger: PeerMessenger {
         if let message = self.check(payload, from: relaySender) { self.accept([message]) }
     }
 
-    /// An envelope that passed every rule but the replay check.
-    struct Opened {
-        var inbound: InboundMessage
-    }
-
     /// The rules before the replay check (`EnvelopeReceiver.open`); nil (counted as a drop) when one fails.
-    private func check(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> Opened? {
+    private func check(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> InboundMessage? {
         switch self.receiver.open(payload, deliveredBy: relaySender, nowMs: self.wallClock(),
                                   key: { self.e2eKey(for: $0) }, relation: { self.relation($0) }) {
         case .failure(let error):
             self.drop(error, from: relaySender)
             return nil
         case .success(let envelope):
-            return Opened(inbound: InboundMessage(
+            return InboundMessage(
                 sender: relaySender, channel: envelope.header.channel, message: envelope.message,
-                sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID))
+                sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID)
         }
     }
 
     /// The replay rule for checked envelopes, their ids recorded in one commit (durable before anything is
     /// passed on or acknowledged); the fresh ones go to `inbound`, in order. A store failure drops them all:
     /// passing on a message whose id could not be recorded would let it be replayed.
-    private func accept(_ opened: [Opened]) {
+    private func accept(_ opened: [InboundMessage]) {
         guard !opened.isEmpty else { return }
         var fresh = Array(repeating: true, count: opened.count)
         if let seen = self.seen {
             let entries = opened.map {
-                SeenMessageStore.Entry(sender: $0.inbound.sender, messageID: $0.inbound.messageID,
-                                       sentAtMs: $0.inbound.sentAtMs)
+                SeenMessageStore.Entry(sender: $0.sender, messageID: $0.messageID, sentAtMs: $0.sentAtMs)
             }
             fresh = (try? seen.insertIfNew(entries)) ?? Array(repeating: false, count: opened.count)
         }
         for (item, isFresh) in zip(opened, fresh) {
             if isFresh {
-                self.inboundContinuation.yield(item.inbound)
+                self.inboundContinuation.yield(item)
             } else {
-                self.drop(.replay, from: item.inbound.sender)
+                self.drop(.replay, from: item.sender)
             }
         }
     }

@@ -227,10 +227,7 @@ final class CurlMultiLoop: Sendable {
                 // Reading resumed: let curl_multi_perform read what waited, without sleeping first.
                 timeout = 0
             } else if let nextDeadline {
-                now = Posix.monotonicNs
-                // Rounded up, so the loop never wakes just before a deadline and sleeps 0 ms in a spin.
-                let waitMs = nextDeadline > now ? (nextDeadline - now + 999_999) / 1_000_000 : 0
-                timeout = Int32(min(UInt64(timeout), waitMs))
+                timeout = min(timeout, Posix.millisecondsUntil(nextDeadline))
             }
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }

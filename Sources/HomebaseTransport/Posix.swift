@@ -112,18 +112,19 @@ public enum Posix {
         #endif
     }
 
+    /// Whole milliseconds from now to `deadlineNs` (monotonic), rounded up so a waiter never wakes just
+    /// before the deadline and spins with 0 ms; 0 once it has passed, at most Int32.max.
+    static func millisecondsUntil(_ deadlineNs: UInt64) -> Int32 {
+        let now = self.monotonicNs
+        guard deadlineNs > now else { return 0 }
+        return Int32(clamping: (deadlineNs - now + 999_999) / 1_000_000)
+    }
+
     /// Polls one descriptor for `events`, retrying EINTR until `deadlineNs` (monotonic; nil = forever).
     /// Returns the revents, or 0 on timeout, or nil with errno on failure.
     static func poll(_ fd: Int32, events: Int16, deadlineNs: UInt64?) -> Result<Int16, TransportError> {
         while true {
-            var timeoutMs: Int32 = -1
-            if let deadlineNs {
-                let now = self.monotonicNs
-                if now >= deadlineNs { timeoutMs = 0 } else {
-                    let remaining = deadlineNs - now
-                    timeoutMs = Int32(clamping: (remaining + 999_999) / 1_000_000)
-                }
-            }
+            let timeoutMs = deadlineNs.map { self.millisecondsUntil($0) } ?? -1
             var entry = pollfd(fd: fd, events: events, revents: 0)
             #if canImport(Glibc)
             let rc = Glibc.poll(&entry, 1, timeoutMs)

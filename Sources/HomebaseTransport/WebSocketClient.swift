@@ -170,17 +170,7 @@ public final class WebSocketClient {
             let remaining = deadline.map { max($0 - .now, .zero) }
             if readOnce, remaining == .zero { return nil }
             readOnce = true
-            let bytes: [UInt8]
-            do {
-                bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: remaining)
-            } catch .timedOut {
-                return nil
-            } catch {
-                throw .transport(error)
-            }
-            guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
-            self.bytesReceived &+= UInt64(bytes.count)
-            self.parser.append(bytes)
+            guard try self.readOnce(timeout: remaining) != nil else { return nil }
         }
     }
 
@@ -205,19 +195,9 @@ public final class WebSocketClient {
             while let m = try self.nextBuffered() { out.append(m) }
             var reading = read
             while reading {
-                let bytes: [UInt8]
-                do {
-                    bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: .zero)
-                } catch .timedOut {
-                    break
-                } catch {
-                    throw .transport(error)
-                }
-                guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
-                self.bytesReceived &+= UInt64(bytes.count)
-                self.parser.append(bytes)
+                guard let count = try self.readOnce(timeout: .zero) else { break }
                 while let m = try self.nextBuffered() { out.append(m) }
-                let more = self.stream.mayHoldReadBytes || bytes.count == Self.readBytes
+                let more = self.stream.mayHoldReadBytes || count == Self.readBytes
                 reading = more && out.count < maxMessages
                 // Stopped at the bound with bytes perhaps still held where poll cannot see them (TLS).
                 self.hasPendingInput = more && !reading && self.stream.mayHoldReadBytes
@@ -241,6 +221,23 @@ public final class WebSocketClient {
 
     /// Bytes read from the peer so far, control frames included: a sign of life even without messages.
     public private(set) var bytesReceived: UInt64 = 0
+
+    /// One read into the parser: how many bytes came, or nil when none came in time.
+    /// - Throws: `closed` at the end of the stream, `transport` for a failed read.
+    private func readOnce(timeout: Duration?) throws(Error) -> Int? {
+        let bytes: [UInt8]
+        do {
+            bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: timeout)
+        } catch .timedOut {
+            return nil
+        } catch {
+            throw .transport(error)
+        }
+        guard !bytes.isEmpty else { throw .closed(code: nil, reason: "connection closed") }
+        self.bytesReceived &+= UInt64(bytes.count)
+        self.parser.append(bytes)
+        return bytes.count
+    }
 
     /// Bytes asked of the socket per read.
     private static let readBytes = 64 * 1024
