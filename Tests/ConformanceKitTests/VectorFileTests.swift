@@ -62,14 +62,22 @@ import Testing
     }
 }
 
-@Suite struct CorruptedVectorTests {
-    @Test func aCorruptedVectorFailsWithItsNameAndTheCommandExitsNonZero() async throws {
+extension VectorFileTests {
+    /// A temporary directory holding a copy of every vector file, for a test to corrupt; the caller removes it.
+    static func copyOfTheVectors() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vectors-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         for name in VectorChecks.fileNames {
-            try FileManager.default.copyItem(atPath: VectorFileTests.fixtures + "/" + name, toPath: dir + "/" + name)
+            try FileManager.default.copyItem(atPath: Self.fixtures + "/" + name, toPath: dir + "/" + name)
         }
+        return dir
+    }
+}
+
+@Suite struct CorruptedVectorTests {
+    @Test func aCorruptedVectorFailsWithItsNameAndTheCommandExitsNonZero() async throws {
+        let dir = try VectorFileTests.copyOfTheVectors()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         // Claim that a replayed envelope is valid.
         var file = try VectorFileTests.load(EnvelopeVectorFile.self, EnvelopeVectorFile.fileName)
         let index = try #require(file.vectors.firstIndex { $0.name == "replay" })
@@ -88,12 +96,8 @@ import Testing
 /// vector by name instead of trapping, and signer keys compare as keys, in either hex case.
 @Suite struct VectorInputTests {
     @Test func outOfRangeNumbersFailTheVectorNotTheProcess() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vectors-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try VectorFileTests.copyOfTheVectors()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for name in VectorChecks.fileNames {
-            try FileManager.default.copyItem(atPath: VectorFileTests.fixtures + "/" + name, toPath: dir + "/" + name)
-        }
         let path = dir + "/relay-frames.json"
         var root = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
         var vectors = try #require(root["vectors"] as? [[String: Any]])

@@ -63,16 +63,13 @@ final class CollectingSink: ChatEventSink {
 @Suite(.timeLimit(.minutes(1))) struct ChatEnginePushTests {
     let http = HTTPClient()
 
+    /// The emulator, with the base URL of its OpenAI surface (`…/v1`).
     func withEmulator(fault: EmulatorFault = EmulatorFault(), tokensPerSecond: Double = 5_000,
                       _ body: (OllamaEmulator, String) async throws -> Void) async throws {
-        var configuration = EmulatorConfiguration()
-        configuration.port = 0
-        configuration.tokensPerSecond = tokensPerSecond
-        configuration.fault = fault
-        let emulator = OllamaEmulator(configuration: configuration)
-        let port = try emulator.start(port: 0)
-        defer { emulator.stop() }
-        try await body(emulator, "http://127.0.0.1:\(port)/v1")
+        try await withOllamaEmulator({
+            $0.tokensPerSecond = tokensPerSecond
+            $0.fault = fault
+        }) { emulator, root in try await body(emulator, root + "/v1") }
     }
 
     func engine(_ base: String, idle: Duration = .seconds(30), pacing: Duration? = nil) -> OpenAIChatEngine {

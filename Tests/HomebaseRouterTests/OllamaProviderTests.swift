@@ -12,15 +12,10 @@ import Testing
 
     func withEmulator(legacy: Bool = false, fault: EmulatorFault = EmulatorFault(),
                       _ body: (OllamaEmulator, String) async throws -> Void) async throws {
-        var configuration = EmulatorConfiguration()
-        configuration.port = 0
-        configuration.tokensPerSecond = 5_000
-        configuration.legacyChunks = legacy
-        configuration.fault = fault
-        let emulator = OllamaEmulator(configuration: configuration)
-        let port = try emulator.start(port: 0)
-        defer { emulator.stop() }
-        try await body(emulator, "http://127.0.0.1:\(port)")
+        try await withOllamaEmulator({
+            $0.legacyChunks = legacy
+            $0.fault = fault
+        }, body)
     }
 
     func provider(_ url: String, model: String = "llama3.2:3b", idle: Duration = .seconds(30)) -> OllamaProvider {
