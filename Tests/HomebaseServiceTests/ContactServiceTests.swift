@@ -291,6 +291,21 @@ extension Message {
         g.messenger.send(.inferCancel(id: "x2"), to: h.homebase, channel: .contact, store: false)
         await eventually("x2 ended") { await h.daemon.inference.activeCount == 0 }
         #expect(try h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests == 1)
+
+        // Gone mid-answer (its next chunk's RECEIPT says offline): charged for what it had, as a cancel.
+        h.engine.setScript([.read(["d", "e"]), .waitForGate, .read(["f"]), .hang])
+        h.guestRequest("x3", from: g.messenger)
+        await eventually("x3 streamed") {
+            g.inbox.inference("x3").compactMap { m -> String? in if case .inferChunk(let c) = m { c.text } else { nil } }
+                .joined() == "de"
+        }
+        h.hub.disconnect(g.key)
+        h.clock.advance(ms: 100)  // the next piece is due at once, no coalescer hold
+        h.engine.gate.open()
+        await eventually("usage of x3") {
+            (try? h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 2
+        }
+        #expect(try h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).completionTokens == 3 + 3)
         await h.stop()
     }
 
