@@ -31,13 +31,14 @@ public struct OpenAIChatEngine: ChatEngine {
     public let maxTokensField: MaxTokensField
     public let connectTimeout: Duration
     public let idleTimeout: Duration
-    /// Once the first text has arrived, read the stream at most this often (`HTTPBodyPacing`); `nil` reads
-    /// every piece as it comes. For a server-side consumer that batches anyway (the Homebase coalesces chunks).
-    public let readPacing: Duration?
+    /// Once the first text has arrived, read the stream at most once per the cadence's interval
+    /// (`HTTPBodyPacing`), which its owner may change while streams run; `nil` reads every piece as it comes.
+    /// For a server-side consumer that batches anyway (the Homebase coalesces chunks).
+    public let readPacing: HTTPReadCadence?
 
     public init(http: HTTPClient, baseURL: String, apiKey: @escaping @Sendable () -> String?,
                 maxTokensField: MaxTokensField = .maxCompletionTokens, connectTimeout: Duration = .seconds(10),
-                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout, readPacing: Duration? = nil) {
+                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout, readPacing: HTTPReadCadence? = nil) {
         self.http = http
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.apiKey = apiKey
@@ -74,7 +75,7 @@ public struct OpenAIChatEngine: ChatEngine {
         var httpRequest = HTTPRequest(
             method: "POST", url: self.baseURL + "/chat/completions", headers: headers, body: body,
             connectTimeout: self.connectTimeout, idleTimeout: self.idleTimeout)
-        httpRequest.bodyPacing = self.readPacing.map { HTTPBodyPacing(interval: $0) }
+        httpRequest.bodyPacing = self.readPacing.map { HTTPBodyPacing(cadence: $0) }
         return httpRequest
     }
 

@@ -2,6 +2,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseNode
 import HomebaseRouter
+import HomebaseTransport
 
 /// The Homebase daemon's core: wires a `PeerMessenger` to pairing, adverts and inference.
 ///
@@ -61,10 +62,13 @@ public actor HomebaseDaemon {
     ///   - authorizer: who may run models; by default siblings, and guests by their grant (`GuestAuthorizer`).
     ///   - guests: the guest registry; by default opened on `state`. The daemon points `directory`'s contact
     ///     lookup at it.
+    ///   - readCadence: the engine's read pacing, if it has one; the inference server lengthens it as more
+    ///     requests stream (`InferenceLimits.runtimeReadPacing(running:)`).
     public init(state: HomebaseState, identity: SigningSecretKey, directory: PeerDirectory,
                 messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
                 authorizer: (any InferenceAuthorizer)? = nil, guests: GuestRegistry? = nil,
-                configuration: Configuration = Configuration(), clock: ServiceClock = .system,
+                readCadence: HTTPReadCadence? = nil, configuration: Configuration = Configuration(),
+                clock: ServiceClock = .system,
                 logger: Logger = .discard()) {
         self.publicKey = identity.publicKey
         self.state = state
@@ -94,7 +98,7 @@ public actor HomebaseDaemon {
         self.inference = InferenceServer(
             engine: engine, runtime: runtime, messenger: messenger,
             authorizer: authorizer ?? guestAuthorizer ?? SiblingInferenceAuthorizer(directory: directory),
-            limits: limits, clock: clock, logger: logger.with("component", "inference"))
+            limits: limits, readCadence: readCadence, clock: clock, logger: logger.with("component", "inference"))
         self.adverts = AdvertPublisher(
             identity: identity, state: state, runtime: runtime, messenger: messenger,
             siblings: { [directory] in directory.siblings },

@@ -11,12 +11,13 @@ import HomebaseTransport
 /// the daemon, and a reporter that writes `DaemonStatus` for the CLI subcommands every 2 s and on change.
 public final class HomebaseRunner: Sendable {
     public struct Options: Sendable {
-        /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; seed 000 §4).
-        public var makeEngine: @Sendable (_ ollamaURL: String) -> any ChatEngine
+        /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; seed 000 §4), reading
+        /// streams at the given cadence (`nil`: unpaced), which the inference server adjusts to the load.
+        public var makeEngine: @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine
         public var relayOptions = RelayLink.Options()
         public var daemon = HomebaseDaemon.Configuration()
         public var monitor = RuntimeMonitor.Configuration()
-        public init(makeEngine: @escaping @Sendable (_ ollamaURL: String) -> any ChatEngine) {
+        public init(makeEngine: @escaping @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine) {
             self.makeEngine = makeEngine
         }
     }
@@ -59,9 +60,10 @@ public final class HomebaseRunner: Sendable {
             try state.setVerifiedEndpoint(status.endpoint ?? settings.ollamaURL)
         }
         let guests = try GuestRegistry(state: self.state)
+        let cadence = self.options.daemon.limits.runtimeReadPacing.map(HTTPReadCadence.init)
         let daemon = HomebaseDaemon(
             state: self.state, identity: identity, directory: directory, messenger: messenger, runtime: monitor,
-            engine: self.options.makeEngine(settings.ollamaURL), guests: guests,
+            engine: self.options.makeEngine(settings.ollamaURL, cadence), guests: guests, readCadence: cadence,
             configuration: self.options.daemon, logger: self.logger)
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,

@@ -21,6 +21,15 @@ public struct InferenceLimits: Sendable, Equatable {
     /// Coalescing: at most one chunk per `coalesceDelayMs` or per `coalesceMaxBytes` of text.
     public var coalesceDelayMs: UInt64
     public var coalesceMaxBytes: Int
+    /// Chunk frames a second that all running streams may cost together. Past `coalesceDelayMs`, a stream's
+    /// read interval (and so its chunk interval) grows with the number of streams, so their sum stays within
+    /// this: a quarter of the relay's SEND rate per connection (2,000/s, Protocol/relay.md §6), so the relay's
+    /// bucket never refuses a chunk, accepts and dones never wait behind a flood of them, and the Homebase's
+    /// work per second stays bounded however many streams the owner allows.
+    public var chunkFramesPerSecond = 500
+    /// The longest interval that budget may stretch a stream's to: text still moves four times a second, far
+    /// inside the client's 30 s between-chunks watchdog.
+    public var maxCoalesceDelayMs: UInt64 = 250
     /// Largest text one `infer.chunk` carries; more (one late read of a fast runtime) goes in several. With
     /// JSON escaping (at most 6 bytes per byte) the envelope stays far below the relay's payload limit.
     public var maxChunkTextBytes = 16 * 1024
@@ -45,11 +54,20 @@ public struct InferenceLimits: Sendable, Equatable {
     /// stream's turn drifts by milliseconds from tick to tick; each drift would otherwise cost a hold timer.
     public var coalesceToleranceMs: UInt64 { self.coalesceDelayMs / 2 }
 
-    /// How often the runtime's stream is read once text flows (`HTTPBodyPacing`): the coalescing delay, so
-    /// each read finds the coalescer due and goes out as one chunk, and a token costs no wake-up of its own.
-    /// `nil` (no pacing) when there is no coalescing delay.
-    public var runtimeReadPacing: Duration? {
-        self.coalesceDelayMs > 0 ? .milliseconds(Int64(self.coalesceDelayMs)) : nil
+    /// How often the runtime's stream is read once text flows (`HTTPBodyPacing`) while one request streams:
+    /// the coalescing delay, so each read finds the coalescer due and goes out as one chunk, and a token costs
+    /// no wake-up of its own. `nil` (no pacing) when there is no coalescing delay.
+    public var runtimeReadPacing: Duration? { self.runtimeReadPacing(running: 1) }
+
+    /// The read interval while `running` requests stream at once: the coalescing delay, or longer (up to
+    /// `maxCoalesceDelayMs`) so that together they read, and send chunks, at most `chunkFramesPerSecond` times
+    /// a second. `nil` when there is no coalescing delay.
+    public func runtimeReadPacing(running: Int) -> Duration? {
+        guard self.coalesceDelayMs > 0 else { return nil }
+        let budget = UInt64(max(self.chunkFramesPerSecond, 1))
+        let sharedMs = (UInt64(max(running, 1)) * 1000 + budget - 1) / budget  // rounded up
+        let ms = max(self.coalesceDelayMs, min(sharedMs, self.maxCoalesceDelayMs))
+        return .milliseconds(Int64(min(ms, UInt64(Int64.max / 1000))))
     }
 
     /// Why `request` breaks a protocol limit, or nil if it does not.

@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 import HomebaseRouter
+import HomebaseTransport
 
 /// Serves `infer.request` (Protocol/messages.md §2) by streaming from the runtime's chat engine.
 ///
@@ -39,6 +40,8 @@ public actor InferenceServer {
     private let clock: ServiceClock
     private let logger: Logger
     private var limits: InferenceLimits
+    /// The engine's read pacing, lengthened as more requests stream (`InferenceLimits.runtimeReadPacing(running:)`).
+    private let readCadence: HTTPReadCadence?
 
     private var jobs: [Key: Job] = [:]
     private var runningCount = 0
@@ -51,8 +54,9 @@ public actor InferenceServer {
 
     public init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
                 authorizer: any InferenceAuthorizer, limits: InferenceLimits = InferenceLimits(),
-                clock: ServiceClock = .system, logger: Logger = .discard()) {
+                readCadence: HTTPReadCadence? = nil, clock: ServiceClock = .system, logger: Logger = .discard()) {
         self.engine = engine
+        self.readCadence = readCadence
         self.runtime = runtime
         self.messenger = messenger
         self.authorizer = authorizer
@@ -169,6 +173,7 @@ public actor InferenceServer {
     private func start(_ key: Key) {
         guard var job = self.jobs[key], !job.running else { return }
         self.runningCount += 1
+        self.paceForRunning()
         let token = job.token
         let options = job.request.options
         let chatRequest = ChatRequest(
@@ -249,10 +254,19 @@ public actor InferenceServer {
         self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
         if job.running {
             self.runningCount -= 1
+            self.paceForRunning()
             self.startQueued()
         } else {
             self.queue.removeAll { $0 == key }
         }
+    }
+
+    /// Sets the read cadence for the number of requests streaming now; every stream follows from its next read.
+    private func paceForRunning() {
+        guard let cadence = self.readCadence,
+              let interval = self.limits.runtimeReadPacing(running: self.runningCount), interval != cadence.interval
+        else { return }
+        cadence.set(interval)
     }
 
     private func startQueued() {

@@ -46,9 +46,10 @@ final class CurlTransfer: @unchecked Sendable {
     var lastActivityNs = Posix.monotonicNs
     /// Bytes (head or body) arrived during the current loop pass.
     var sawBytes = false
-    /// `request`'s durations in nanoseconds, for the loop's arithmetic.
+    /// `request`'s idle timeout in nanoseconds, for the loop's arithmetic.
     let idleTimeoutNs: UInt64?
-    let pacingIntervalNs: UInt64?
+    /// The read pacing's interval now (it may change while the body streams), in nanoseconds.
+    var pacingIntervalNs: UInt64? { self.request.bodyPacing?.cadence.intervalNs }
     /// The write callback returned CURL_WRITEFUNC_PAUSE and `curl_easy_pause(CONT)` has not been called since.
     var isPaused = false
     /// A delivery asked for read pacing (`HTTPRequest.bodyPacing`): the loop pauses reading after this pass.
@@ -64,7 +65,6 @@ final class CurlTransfer: @unchecked Sendable {
         self.delivery = delivery
         // Clamped to UInt64.max / 2, so a deadline of now plus any of them cannot overflow.
         self.idleTimeoutNs = request.idleTimeout.map(Posix.nanoseconds)
-        self.pacingIntervalNs = request.bodyPacing.map { max(1, Posix.nanoseconds($0.interval)) }
         self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }

@@ -66,28 +66,35 @@ public struct HTTPRequest: Sendable {
 /// Paces how often a streamed body is read, from the moment its consumer calls `start()`.
 ///
 /// Before `start()` every piece is delivered as it arrives, so the first useful bytes (a model's first token)
-/// are never held. After it, each delivery pauses reading for `interval`; bytes the server sends meanwhile
-/// wait in the kernel's socket buffer and arrive together as the next piece. Nothing is buffered in the
-/// process that would not be anyway, and the idle timeout does not count paused time.
+/// are never held. After it, each delivery pauses reading for the cadence's interval; bytes the server sends
+/// meanwhile wait in the kernel's socket buffer and arrive together as the next piece. Nothing is buffered in
+/// the process that would not be anyway, and the idle timeout does not count paused time.
 ///
 /// Pacing leaves the last bytes of a response (the chunked terminator) unread for up to an interval, and
 /// libcurl closes a connection whose response was not read to its end. So a consumer that has what it needs
 /// calls `finish()` before letting go of the body: the transfer then reads on, discarding, for up to
 /// `drainGrace` and ends cleanly, keeping the connection for reuse; only past that is it aborted.
 public final class HTTPBodyPacing: Sendable {
-    public let interval: Duration
+    /// Where the interval comes from; shared by every body a server paces alike, so one change (more streams
+    /// at once, say) applies to all of them from their next pause.
+    public let cadence: HTTPReadCadence
+    /// The interval now.
+    public var interval: Duration { self.cadence.interval }
     /// How long a finished body may be read on after its consumer let go: two intervals.
     public var drainGrace: Duration { self.interval * 2 }
     private let started = Atomic<Bool>(false)
     private let finished = Atomic<Bool>(false)
 
-    /// - Parameter interval: more than zero.
-    public init(interval: Duration) {
-        precondition(interval > .zero, "a pacing interval must be positive")
-        self.interval = interval
+    public init(cadence: HTTPReadCadence) {
+        self.cadence = cadence
     }
 
-    /// From now on, deliveries are at least `interval` apart. Any thread; idempotent.
+    /// A pacing with a fixed interval of its own. - Parameter interval: more than zero.
+    public convenience init(interval: Duration) {
+        self.init(cadence: HTTPReadCadence(interval: interval))
+    }
+
+    /// From now on, deliveries are at least an interval apart. Any thread; idempotent.
     public func start() {
         self.started.store(true, ordering: .relaxed)
     }
@@ -99,6 +106,33 @@ public final class HTTPBodyPacing: Sendable {
 
     public var isStarted: Bool { self.started.load(ordering: .relaxed) }
     public var isFinished: Bool { self.finished.load(ordering: .relaxed) }
+}
+
+/// The read interval of paced bodies (`HTTPBodyPacing`), changeable while they stream: the HTTP loop reads it
+/// at every pause, so a new interval applies to each body from its next read on.
+public final class HTTPReadCadence: Sendable {
+    private let nanoseconds: Atomic<UInt64>
+
+    /// - Parameter interval: more than zero.
+    public init(interval: Duration) {
+        self.nanoseconds = Atomic(Self.checked(interval))
+    }
+
+    public var interval: Duration { .nanoseconds(Int64(self.intervalNs)) }
+
+    /// Sets the interval; any thread. - Parameter interval: more than zero.
+    public func set(_ interval: Duration) {
+        self.nanoseconds.store(Self.checked(interval), ordering: .relaxed)
+    }
+
+    /// The interval in nanoseconds, at least 1 and at most `Posix.nanoseconds`' clamp, so a deadline of now
+    /// plus it cannot overflow.
+    var intervalNs: UInt64 { self.nanoseconds.load(ordering: .relaxed) }
+
+    private static func checked(_ interval: Duration) -> UInt64 {
+        precondition(interval > .zero, "a pacing interval must be positive")
+        return max(1, Posix.nanoseconds(interval))
+    }
 }
 
 /// Status line and headers of the final response (interim 1xx responses and followed redirects are dropped).

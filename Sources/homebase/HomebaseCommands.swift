@@ -12,11 +12,11 @@ struct HomebaseCommands {
     let logger: Logger
 
     func run() async throws {
-        let options = HomebaseRunner.Options { ollamaURL in
+        let options = HomebaseRunner.Options { ollamaURL, readCadence in
             // As many kept-alive connections as requests may stream at once: a burst of streams then reuses
             // connections instead of opening new ones (connect, Ollama's accept) per request.
             OpenAIChatEngine(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readPacing: InferenceLimits().runtimeReadPacing)
+                             maxTokensField: .maxTokens, readPacing: readCadence)
         }
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
         let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }

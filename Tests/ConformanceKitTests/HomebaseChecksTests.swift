@@ -39,9 +39,9 @@ import Testing
                 settings: HomebaseSettings(relayURL: self.relay.url, ollamaURL: ollamaURL, deviceName: "conf-host"),
                 nowMs: Posix.wallClockMs)
             self.host = try self.state.deviceKey().publicKey
-            var options = HomebaseRunner.Options { ollamaURL in
+            var options = HomebaseRunner.Options { ollamaURL, readCadence in
                 OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                                 maxTokensField: .maxTokens)
+                                 maxTokensField: .maxTokens, readPacing: readCadence)
             }
             options.relayOptions.connectTimeout = .seconds(2)
             options.daemon.statePollInterval = .milliseconds(100)

@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 import HomebaseRouter
+import HomebaseTransport
 import Synchronization
 import Testing
 @testable import HomebaseService
@@ -170,6 +171,49 @@ import Testing
         #expect(InferenceLimits().coalesceToleranceMs == 15)
         // No coalescing delay: no pacing (a zero interval would be meaningless).
         #expect(InferenceLimits(coalesceDelayMs: 0).runtimeReadPacing == nil)
+    }
+
+    @Test func readPacingStretchesWithTheStreamsWithinTheFrameBudget() {
+        let limits = InferenceLimits()  // 30 ms, 500 chunk frames a second, at most 250 ms
+        let table: [(running: Int, ms: Int64)] = [(0, 30), (1, 30), (15, 30), (16, 32), (17, 34), (64, 128),
+                                                  (125, 250), (126, 250), (10_000, 250)]
+        for (running, ms) in table {
+            #expect(limits.runtimeReadPacing(running: running) == .milliseconds(ms), "\(running) streams")
+        }
+        // Within the budget: running streams each reading once per interval read at most 500 times a second
+        // (until the ceiling).
+        for running in 1...125 {
+            let interval = limits.runtimeReadPacing(running: running)!
+            #expect(Double(running) / (interval / .seconds(1)) <= 500.0001)
+        }
+        var slow = InferenceLimits(coalesceDelayMs: 100)
+        slow.chunkFramesPerSecond = 1_000
+        #expect(slow.runtimeReadPacing(running: 64) == .milliseconds(100))  // never below the delay
+        slow.maxCoalesceDelayMs = 50
+        #expect(slow.runtimeReadPacing(running: 1_000) == .milliseconds(100))  // a ceiling below it: the delay
+        #expect(InferenceLimits(coalesceDelayMs: 0).runtimeReadPacing(running: 64) == nil)
+    }
+
+    @Test func theEnginesReadCadenceFollowsTheStreamsRunning() async throws {
+        var limits = InferenceLimits()
+        limits.chunkFramesPerSecond = 100  // 10 ms per stream: up to 3 streams 30 ms, 5 streams 50 ms
+        let cadence = HTTPReadCadence(interval: .milliseconds(30))
+        let engine = FakeEngine([.text("x"), .waitForGate, .finish(.stop, nil)])
+        let h = try Harness(engine: engine, limits: limits, maxConcurrent: 5, maxQueued: 4, readCadence: cadence)
+        let phone = try h.enrolledHandset(0x11)
+        h.start()
+        for i in 1...7 { h.request("c\(i)", from: phone.messenger) }
+        await eventually("five streaming") { await h.daemon.inference.activeCount == 5 }
+        #expect(cadence.interval == .milliseconds(50))
+        engine.gate.open(4)  // four end, two queued start: three stream
+        await eventually("three streaming") { await h.daemon.inference.activeCount == 3 }
+        await eventually("cadence back to the delay") { cadence.interval == .milliseconds(30) }
+        engine.gate.open(3)
+        for i in 1...7 {
+            guard case .inferDone = await phone.inbox.finished("c\(i)").last else { Issue.record("c\(i)"); return }
+        }
+        #expect(cadence.interval == .milliseconds(30))
+        await h.stop()
     }
 
     @Test func unknownOrNonCompletionModelsAreUnavailable() async throws {

@@ -4,6 +4,7 @@ import HomebaseCrypto
 import HomebaseNode
 import HomebaseRouter
 import HomebaseStore
+import HomebaseTransport
 import Synchronization
 import Testing
 @testable import HomebaseService
@@ -308,7 +309,8 @@ final class Harness: Sendable {
     private let runTask = Mutex<Task<Void, Never>?>(nil)
 
     init(runtime: FakeRuntime = FakeRuntime(), engine: FakeEngine = FakeEngine(),
-         limits: InferenceLimits = InferenceLimits(), maxConcurrent: Int = 4, maxQueued: Int = 16) throws {
+         limits: InferenceLimits = InferenceLimits(), maxConcurrent: Int = 4, maxQueued: Int = 16,
+         readCadence: HTTPReadCadence? = nil) throws {
         self.directoryOnDisk = try TemporaryDirectory()
         self.clock = ManualClock()
         self.state = try HomebaseState(path: self.directoryOnDisk.file("state.db"))
@@ -326,7 +328,7 @@ final class Harness: Sendable {
         self.ticks = continuation
         self.daemon = HomebaseDaemon(
             state: self.state, identity: self.identity, directory: self.directory, messenger: self.messenger,
-            runtime: runtime, engine: engine,
+            runtime: runtime, engine: engine, readCadence: readCadence,
             configuration: .init(heartbeat: .ticks(ticks), statePollInterval: .milliseconds(20), limits: limits),
             clock: self.clock.serviceClock)
     }

@@ -63,6 +63,31 @@ struct HTTPClientStreamingTests {
         #expect(first < .milliseconds(90), "first delivery after \(first)")
     }
 
+    @Test func aChangedCadenceAppliesToAStreamAlreadyPaced() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let cadence = HTTPReadCadence(interval: .milliseconds(10))
+        let pacing = HTTPBodyPacing(cadence: cadence)
+        var request = HTTPRequest(url: server.url("/drip"))
+        request.bodyPacing = pacing
+        let (_, body) = try await HTTPClient().stream(request)
+        var parser = SSEParser()
+        var events: [String] = []
+        var times: [ContinuousClock.Instant] = []
+        for try await piece in body {
+            times.append(.now)
+            pacing.start()
+            if times.count == 3 { cadence.set(.milliseconds(200)) }  // the owner's change, mid-stream
+            events += try parser.append(piece).map(\.data)
+        }
+        #expect(events == Self.dripEvents)
+        #expect(pacing.interval == .milliseconds(200))
+        // From the pause after the change on, reads are at least half the new interval apart (the resume
+        // tick's rule); at the old 10 ms they would be about 10 ms apart.
+        let gaps = zip(times.dropFirst(3), times.dropFirst(4)).map { $1 - $0 }
+        #expect(!gaps.isEmpty)
+        #expect(gaps.allSatisfy { $0 >= .milliseconds(90) }, "gaps after the change: \(gaps)")
+    }
+
     @Test func pacedTimeIsNotSilence() async throws {
         // The pause (150 ms) is longer than the idle timeout (80 ms), yet the server never falls silent.
         let (_, _, events, _) = try await self.drip(pacing: HTTPBodyPacing(interval: .milliseconds(150)),

@@ -115,9 +115,9 @@ final class IntegrationHomebase: Sendable {
                 nowMs: Posix.wallClockMs)
         }
         self.publicKey = try self.state.deviceKey().publicKey
-        var options = HomebaseRunner.Options { ollamaURL in
+        var options = HomebaseRunner.Options { ollamaURL, readCadence in
             OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens)
+                             maxTokensField: .maxTokens, readPacing: readCadence)
         }
         // Short runtime re-verification so the fault tests see the monitor react within a second or two.
         options.monitor.reverifyDelay = .milliseconds(100)
