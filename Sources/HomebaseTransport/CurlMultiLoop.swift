@@ -153,7 +153,11 @@ final class CurlMultiLoop: Sendable {
                 }
                 for transfer in work.cancelled {
                     guard let easy = transfer.easy, active[easy] != nil else { continue }
-                    if let pacing = transfer.request.bodyPacing, pacing.isFinished, transfer.drainDeadlineNs == nil {
+                    // Already draining (a consumer may let go more than once: the Homebase's stream and the
+                    // engine's handler both do): the drain's deadline bounds it; aborting it would close the
+                    // connection it exists to keep.
+                    if transfer.drainDeadlineNs != nil { continue }
+                    if let pacing = transfer.request.bodyPacing, pacing.isFinished {
                         // The consumer had the whole answer: read the rest (the chunked terminator) so the
                         // connection can be reused, for at most the grace; the deadline check below aborts it after.
                         transfer.drainDeadlineNs = Posix.monotonicNs + Posix.nanoseconds(pacing.drainGrace)

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import Synchronization
 import Testing
 
 @testable import HomebaseTransport
@@ -128,6 +129,48 @@ struct HTTPClientStreamingTests {
         // Not finished (a real cancel): each early end closes its connection.
         let unfinished = try await self.connectionsForEarlyEnds(finishing: false)
         #expect(unfinished == 5, "connections without finish: \(unfinished)")
+    }
+
+    /// Pushes a paced `/slow-done` body to a test; at `[DONE]` it finishes the pacing and lets go with
+    /// `cancels` calls of `cancel()`, as the Homebase does (its stream and the engine's handler each let go).
+    final class LetGoAtDone: HTTPStreamHandler, @unchecked Sendable {
+        let pacing = HTTPBodyPacing(interval: .milliseconds(30))
+        let cancels: Int
+        let handle = Mutex<HTTPStreamHandle?>(nil)
+        let ended = AsyncStream<Void>.makeStream()
+        private var parser = SSEParser()  // loop thread only
+
+        init(cancels: Int) { self.cancels = cancels }
+
+        func head(_ head: HTTPClientResponseHead) {}
+        func body(_ bytes: [UInt8]) {
+            self.pacing.start()
+            guard let events = try? self.parser.append(bytes), events.contains(where: { $0.data == "[DONE]" })
+            else { return }
+            self.pacing.finish()
+            let handle = self.handle.withLock { $0 }
+            for _ in 0..<self.cancels { handle?.cancel() }
+            self.ended.continuation.yield()
+        }
+        func end(_ error: HTTPClientError?) { self.ended.continuation.yield() }
+    }
+
+    @Test(arguments: [1, 2, 3])
+    func aDrainingBodyLetGoAgainKeepsItsConnection(cancels: Int) async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        for _ in 0..<4 {
+            let handler = LetGoAtDone(cancels: cancels)
+            var request = HTTPRequest(url: server.url("/slow-done"), idleTimeout: .seconds(5))
+            request.bodyPacing = handler.pacing
+            let handle = client.stream(request, handler: handler)
+            handler.handle.withLock { $0 = handle }
+            for await _ in handler.ended.stream { break }
+            try await Task.sleep(for: .milliseconds(80))  // past the terminator and the drain grace
+        }
+        // One connection for the four requests, one for /stats: a second cancel while the first request
+        // drained used to abort it (and so close its connection).
+        #expect(try await server.stats(HTTPClient())["connections"] == 2)
     }
 
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
