@@ -68,8 +68,7 @@ public actor HomebaseDaemon {
                 messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
                 authorizer: (any InferenceAuthorizer)? = nil, guests: GuestRegistry? = nil,
                 readCadence: HTTPReadCadence? = nil, configuration: Configuration = Configuration(),
-                clock: ServiceClock = .system,
-                logger: Logger = .discard()) {
+                clock: ServiceClock = .system, logger: Logger = .discard()) {
         self.publicKey = identity.publicKey
         self.state = state
         self.directory = directory
