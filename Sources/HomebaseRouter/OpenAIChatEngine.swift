@@ -34,18 +34,18 @@ public struct OpenAIChatEngine: ChatEngine {
     /// Once the first text has arrived, read the stream at most once per the cadence's interval
     /// (`HTTPBodyPacing`), which its owner may change while streams run; `nil` reads every piece as it comes.
     /// For a server-side consumer that batches anyway (the Homebase coalesces chunks).
-    public let readPacing: HTTPReadCadence?
+    public let readCadence: HTTPReadCadence?
 
     public init(http: HTTPClient, baseURL: String, apiKey: @escaping @Sendable () -> String?,
                 maxTokensField: MaxTokensField = .maxCompletionTokens, connectTimeout: Duration = .seconds(10),
-                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout, readPacing: HTTPReadCadence? = nil) {
+                idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout, readCadence: HTTPReadCadence? = nil) {
         self.http = http
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.apiKey = apiKey
         self.maxTokensField = maxTokensField
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
-        self.readPacing = readPacing
+        self.readCadence = readCadence
     }
 
     public func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error> {
@@ -75,7 +75,7 @@ public struct OpenAIChatEngine: ChatEngine {
         var httpRequest = HTTPRequest(
             method: "POST", url: self.baseURL + "/chat/completions", headers: headers, body: body,
             connectTimeout: self.connectTimeout, idleTimeout: self.idleTimeout)
-        httpRequest.bodyPacing = self.readPacing.map { HTTPBodyPacing(cadence: $0) }
+        httpRequest.bodyPacing = self.readCadence.map { HTTPBodyPacing(cadence: $0) }
         return httpRequest
     }
 

@@ -61,7 +61,8 @@ public struct InferenceLimits: Sendable, Equatable {
 
     /// The read interval while `running` requests stream at once: the coalescing delay, or longer (up to
     /// `maxCoalesceDelayMs`) so that together they read, and send chunks, at most `chunkFramesPerSecond` times
-    /// a second. `nil` when there is no coalescing delay.
+    /// a second — past the ceiling (125 streams with the defaults, twice the admission ceiling) they may read
+    /// more. `nil` when there is no coalescing delay.
     public func runtimeReadPacing(running: Int) -> Duration? {
         guard self.coalesceDelayMs > 0 else { return nil }
         let budget = UInt64(max(self.chunkFramesPerSecond, 1))

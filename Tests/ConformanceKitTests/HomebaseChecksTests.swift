@@ -41,7 +41,7 @@ import Testing
             self.host = try self.state.deviceKey().publicKey
             var options = HomebaseRunner.Options { ollamaURL, readCadence in
                 OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                                 maxTokensField: .maxTokens, readPacing: readCadence)
+                                 maxTokensField: .maxTokens, readCadence: readCadence)
             }
             options.relayOptions.connectTimeout = .seconds(2)
             options.daemon.statePollInterval = .milliseconds(100)

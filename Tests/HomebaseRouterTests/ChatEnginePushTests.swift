@@ -74,7 +74,7 @@ final class CollectingSink: ChatEventSink {
 
     func engine(_ base: String, idle: Duration = .seconds(30), pacing: Duration? = nil) -> OpenAIChatEngine {
         OpenAIChatEngine(http: self.http, baseURL: base, apiKey: { nil }, maxTokensField: .maxTokens,
-                         idleTimeout: idle, readPacing: pacing.map { HTTPReadCadence(interval: $0) })
+                         idleTimeout: idle, readCadence: pacing.map { HTTPReadCadence(interval: $0) })
     }
 
     static let request = ChatRequest(messages: [ChatMessage(role: "user", content: "why is the sky blue")])

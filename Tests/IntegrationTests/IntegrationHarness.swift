@@ -117,7 +117,7 @@ final class IntegrationHomebase: Sendable {
         self.publicKey = try self.state.deviceKey().publicKey
         var options = HomebaseRunner.Options { ollamaURL, readCadence in
             OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readPacing: readCadence)
+                             maxTokensField: .maxTokens, readCadence: readCadence)
         }
         // Short runtime re-verification so the fault tests see the monitor react within a second or two.
         options.monitor.reverifyDelay = .milliseconds(100)
