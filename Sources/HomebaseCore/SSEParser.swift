@@ -93,6 +93,50 @@ public struct SSEParser: Sendable {
         return .success(events)
     }
 
+    /// A fast lane for the commonest framing, one event per model token: while nothing is buffered, takes the
+    /// complete events at the start of `bytes` that have exactly the shape `data:VALUE\n\n` or
+    /// `data: VALUE\n\n` (one data line, no other field, `\n` line ends) and hands each one's data, VALUE, to
+    /// `each` in place, without copying it. It stops at the first byte that is not such an event (an `event:`
+    /// field, a `\r`, a comment, an unfinished event, an oversized line), or after an event for which `each`
+    /// returns false.
+    ///
+    /// - Returns: how many bytes were consumed; the caller passes the rest to `append`.
+    ///
+    /// The events taken are the ones `append` would have dispatched, with the same data (`append` decodes it as
+    /// a String, `each` gets its bytes), and taking them leaves the parser as `append` would: such an event
+    /// sets no state. So `takeSimpleEvents` then `append` of the rest is `append` of the whole, except that
+    /// `append` checks every event's size before dispatching any, while the lane has handed some on before
+    /// `append` sees the rest; a caller that needs the difference drops what the lane gave when `append` throws.
+    public mutating func takeSimpleEvents<E: Swift.Error>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ each: (UnsafeBufferPointer<UInt8>) throws(E) -> Bool
+    ) throws(E) -> Int {
+        guard !self.failed, !self.isFirstLine, !self.lastWasCR, self.line.isEmpty, self.data.isEmpty,
+            self.eventName.isEmpty
+        else { return 0 }
+        let count = bytes.count
+        var index = 0
+        while count - index >= 7 {  // the shortest event, `data:\n\n`
+            guard bytes[index] == UInt8(ascii: "d"), bytes[index + 1] == UInt8(ascii: "a"),
+                bytes[index + 2] == UInt8(ascii: "t"), bytes[index + 3] == UInt8(ascii: "a"),
+                bytes[index + 4] == UInt8(ascii: ":")
+            else { return index }
+            var start = index + 5
+            if bytes[start] == UInt8(ascii: " ") { start += 1 }
+            var end = start
+            while end < count, bytes[end] != UInt8(ascii: "\n"), bytes[end] != UInt8(ascii: "\r") { end += 1 }
+            // The line must end with `\n` and the next one be blank (`\n`): anything else is `append`'s.
+            guard end + 1 < count, bytes[end] == UInt8(ascii: "\n"), bytes[end + 1] == UInt8(ascii: "\n") else {
+                return index
+            }
+            // `append` refuses a line longer than the limit (the data it leaves is shorter than the line).
+            guard end - index <= self.maxEventBytes else { return index }
+            let more = try each(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            index = end + 2
+            if !more { return index }
+        }
+        return index
+    }
+
     private mutating func checkSize() throws(SSEParser.Error) {
         guard self.line.count + self.data.count + self.eventName.count > self.maxEventBytes else { return }
         self.failed = true

@@ -12,6 +12,18 @@ protocol ChatStreamDecoder: Sendable {
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent]
     /// The body ended: the last events, or `midStream` when the answer was cut short.
     mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent]
+    /// `decode` of an event with no name and this data (`SSEParser.takeSimpleEvents`), appending its events
+    /// to `events`: a decoder may read the bytes in place instead of as a String. Same result as `decode`.
+    mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
+        throws(ChatEngineError)
+}
+
+extension ChatStreamDecoder {
+    mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
+        throws(ChatEngineError)
+    {
+        events += try self.decode(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
+    }
 }
 
 /// The HTTP half shared by the chat engines: sends a streamed request, maps status codes and transport
@@ -157,29 +169,21 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
     }
 
     private var decoder: D
-    private var parser = SSEParser()
+    private var parser: SSEParser
     private let pacing: HTTPBodyPacing?
     private var pacingStarted = false
 
-    init(decoder: D, pacing: HTTPBodyPacing?) {
+    /// - Parameter maxEventBytes: the SSE parser's bound on one event (tests lower it).
+    init(decoder: D, pacing: HTTPBodyPacing?, maxEventBytes: Int = 1024 * 1024) {
         self.decoder = decoder
+        self.parser = SSEParser(maxEventBytes: maxEventBytes)
         self.pacing = pacing
     }
 
     mutating func read(_ piece: [UInt8]) -> Read {
         var read = Read()
-        do {
-            for event in try self.parser.append(piece) {
-                read.events += try self.decoder.decode(event)
-                if self.decoder.isComplete { break }
-            }
-        } catch let error as ChatEngineError {
-            read.failure = error
-            return read
-        } catch {
-            read.failure = .malformed("an event exceeded \(self.parser.maxEventBytes) bytes")
-            return read
-        }
+        piece.withUnsafeBufferPointer { self.read($0, into: &read) }
+        if read.failure != nil { return read }
         if !self.pacingStarted, let pacing = self.pacing,
             read.events.contains(where: { if case .text = $0 { true } else { false } })
         {
@@ -193,6 +197,48 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
             read.isComplete = true
         }
         return read
+    }
+
+    /// The events of one read, and its failure. Most of a model's stream is events of one `data:` line, which
+    /// the parser's fast lane hands to the decoder in place; the rest of the read goes through the parser.
+    /// The outcome is the parser's alone would give: it reads the whole piece before decoding any of it, so a
+    /// framing error there wins over whatever the lane decoded (the lane's events are then dropped), and
+    /// after the terminator nothing more is decoded.
+    private mutating func read(_ bytes: UnsafeBufferPointer<UInt8>, into read: inout Read) {
+        var consumed = 0
+        var laneFailure: ChatEngineError?
+        if !self.decoder.isComplete {
+            consumed = self.parser.takeSimpleEvents(bytes) { data -> Bool in
+                do throws(ChatEngineError) {
+                    try self.decoder.decodeData(data, into: &read.events)
+                } catch {
+                    laneFailure = error
+                    return false
+                }
+                return !self.decoder.isComplete
+            }
+        }
+        let events: [SSEEvent]
+        do {
+            events = try self.parser.append(UnsafeBufferPointer(rebasing: bytes[consumed...]))
+        } catch {
+            read.events = []
+            read.failure = .malformed("an event exceeded \(self.parser.maxEventBytes) bytes")
+            return
+        }
+        if let laneFailure {
+            read.failure = laneFailure
+            return
+        }
+        for event in events {
+            if self.decoder.isComplete { break }
+            do throws(ChatEngineError) {
+                read.events += try self.decoder.decode(event)
+            } catch {
+                read.failure = error
+                return
+            }
+        }
     }
 
     /// The body ended before the terminator: the decoder's last events, or why the answer is cut short.

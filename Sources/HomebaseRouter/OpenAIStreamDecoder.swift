@@ -74,36 +74,79 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         return out
     }
 
+    /// `decode` of a nameless event's data, read in place: the per-token path (`SSEParser.takeSimpleEvents`).
+    /// Data with nothing to trim that is `[DONE]` or a chunk of the common shape is read from the bytes; the
+    /// rest goes through `decode` as a String, so the outcome is `decode`'s in every case.
+    mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
+        throws(ChatEngineError)
+    {
+        // Only a space, a tab or a non-ASCII byte at either end can be whitespace `decode` would trim.
+        let mayTrim = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte >= 0x80 }
+        if self.usesFastPath, let first = data.first, let last = data.last, !mayTrim(first), !mayTrim(last) {
+            if data.elementsEqual("[DONE]".utf8) {
+                self.isComplete = true
+                events += try self.emitCalls()
+                events.append(.finished(self.finalReason(self.finish ?? .stop), self.usage))
+                return
+            }
+            if self.decodeCommonChunk(data, into: &events) { return }
+        }
+        events += try self.decode(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
+    }
+
     /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), read in one pass with
     /// `JSONReader` (no tree, no dictionaries; the whole text is still checked). Returns nil for anything else
     /// (tool calls, errors, unexpected types), which then takes the general path with its precise error
     /// reporting. Where a key repeats, the last one counts, as in the general path.
     private mutating func decodeCommonChunk(_ data: String) -> [ChatEngineEvent]? {
+        var data = data
+        var out: [ChatEngineEvent] = []
+        let understood = data.withUTF8 { self.decodeCommonChunk($0, into: &out) }
+        return understood ? out : nil
+    }
+
+    /// `decodeCommonChunk` over bytes, appending to `events`; false (and nothing appended, no state changed)
+    /// when the chunk is not of the common shape.
+    private mutating func decodeCommonChunk(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent]) -> Bool {
         guard let scan = try? JSONReader.read(data, { (reader: inout JSONReader) throws(JSONReader.ParseError) in
             try CommonChunk.read(&reader)
-        }) else { return nil }
-        if scan.error { return nil }
-        var out: [ChatEngineEvent] = []
+        }) else { return false }
+        if scan.error { return false }
+        let mark = events.count
         var finish: FinishReason?
         for choice in scan.choices ?? [] {
-            guard let index = choice.index else { return nil }
+            guard let index = choice.index else {
+                events.removeSubrange(mark...)
+                return false
+            }
             guard index == 0 else { continue }
-            guard let delta = choice.delta else { return nil }
-            if let text = delta, !text.isEmpty { out.append(.text(text)) }
+            guard let delta = choice.delta else {
+                events.removeSubrange(mark...)
+                return false
+            }
+            if let text = delta, !text.isEmpty { events.append(.text(text)) }
             switch choice.finish {
             case .absent: break
-            case .invalid: return nil
+            case .invalid:
+                events.removeSubrange(mark...)
+                return false
             case .reason(let text):
                 // Joined tool calls are emitted (and checked) by the general path.
-                guard self.calls.isEmpty else { return nil }
+                guard self.calls.isEmpty else {
+                    events.removeSubrange(mark...)
+                    return false
+                }
                 finish = Self.reason(text)
             }
         }
-        if case .invalid = scan.usage { return nil }
+        if case .invalid = scan.usage {
+            events.removeSubrange(mark...)
+            return false
+        }
         // Only now, when the whole chunk was understood, does it change the decoder's state.
         if let finish { self.finish = finish }
         if case .usage(let usage) = scan.usage { self.usage = usage }
-        return out
+        return true
     }
 
     mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {

@@ -147,4 +147,112 @@ import Testing
         #expect(events.count == 1)
         #expect(events[0].data.unicodeScalars.contains("\u{FFFD}"))
     }
+
+    // MARK: The fast lane (`takeSimpleEvents`)
+
+    /// Feeds `pieces` through the lane then `append` (as the chat assembler does), collecting what each gives.
+    static func viaLane(_ pieces: [[UInt8]], maxEventBytes: Int, stopAfter: Int? = nil) -> ([SSEEvent], Bool) {
+        var parser = SSEParser(maxEventBytes: maxEventBytes)
+        var events: [SSEEvent] = []
+        var laneCount = 0
+        for piece in pieces {
+            var lane: [SSEEvent] = []
+            let rest = piece.withUnsafeBufferPointer { buffer -> [UInt8] in
+                let used = parser.takeSimpleEvents(buffer) { data -> Bool in
+                    lane.append(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
+                    laneCount += 1
+                    return stopAfter.map { laneCount % $0 != 0 } ?? true
+                }
+                return Array(buffer[used...])
+            }
+            // `append` would have refused the whole piece before dispatching any of it: the lane's go too.
+            guard let more = try? parser.append(rest) else { return (events, true) }
+            events += lane + more
+        }
+        return (events, false)
+    }
+
+    static func viaAppend(_ pieces: [[UInt8]], maxEventBytes: Int) -> ([SSEEvent], Bool) {
+        var parser = SSEParser(maxEventBytes: maxEventBytes)
+        var events: [SSEEvent] = []
+        for piece in pieces {
+            guard let more = try? parser.append(piece) else { return (events, true) }
+            events += more
+        }
+        return (events, false)
+    }
+
+    /// The lane takes only `data:[ ]VALUE\n\n` events at the start of a piece, so lane-then-append gives
+    /// exactly what append alone gives, for every framing SSE allows and every way of cutting the stream.
+    @Test func laneThenAppendEqualsAppendAlone() {
+        let lines = [
+            "data: {\"a\":1}\n\n", "data:{\"a\":2}\n\n", "data:  two spaces\n\n", "data:\n\n", "data: \n\n",
+            "data: [DONE]\n\n", "data: one\ndata: two\n\n", "event: named\ndata: x\n\n", "data: crlf\r\n\r\n",
+            "data: cr\r\r", "data: mixed\n\r\n", ": comment\n", "id: 7\n", "retry: 10\n", "data\n\n", "\n",
+            "dat: typo\n\n", "data: é ünïcode\n\n", "data: \u{FEFF}bom inside\n\n",
+            "data: " + String(repeating: "L", count: 40) + "\n\n",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<3000 {
+            var text = round % 7 == 0 ? "\u{FEFF}" : ""
+            var boundaries: [Int] = []
+            for _ in 0..<Int.random(in: 1...12, using: &generator) {
+                text += lines.randomElement(using: &generator)!
+                boundaries.append(text.utf8.count)
+            }
+            var bytes = Array(text.utf8)
+            if round % 5 == 0, !bytes.isEmpty {  // and a damaged byte now and then
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = [10, 13, 0x3A, 0x20, 0xFF].randomElement(using: &generator)!
+            }
+            var pieces: [[UInt8]] = []
+            var index = 0
+            while index < bytes.count {
+                var length = Int.random(in: 1...max(1, bytes.count - index), using: &generator)
+                // Mostly whole lines, as a runtime's reads come.
+                if Int.random(in: 0..<4, using: &generator) > 0,
+                    let next = boundaries.filter({ $0 > index }).prefix(Int.random(in: 1...3, using: &generator)).last
+                {
+                    length = min(next, bytes.count) - index
+                }
+                pieces.append(Array(bytes[index..<index + length]))
+                index += length
+            }
+            // A small limit now and then, so the 40-byte line is oversized.
+            let limit = round % 3 == 0 ? 32 : 1024
+            let expected = Self.viaAppend(pieces, maxEventBytes: limit)
+            let got = Self.viaLane(pieces, maxEventBytes: limit, stopAfter: round % 2 == 0 ? 2 : nil)
+            #expect(got.0 == expected.0 && got.1 == expected.1, "\(text.debugDescription) in \(pieces.count) pieces")
+        }
+    }
+
+    @Test func laneTakesOnlyWhatItMayAndStopsWhenAsked() {
+        func take(_ text: String, into parser: inout SSEParser, stopAfterFirst: Bool = false) -> (Int, [String]) {
+            var seen: [String] = []
+            let used = Array(text.utf8).withUnsafeBufferPointer { buffer in
+                parser.takeSimpleEvents(buffer) { data -> Bool in
+                    seen.append(String(decoding: data, as: UTF8.self))
+                    return !stopAfterFirst
+                }
+            }
+            return (used, seen)
+        }
+        var parser = SSEParser()
+        // The stream's first line is `append`'s (a byte-order mark may lead it).
+        #expect(take("data: a\n\n", into: &parser) == (0, []))
+        _ = try? parser.append(Array("data: a\n\n".utf8))
+        #expect(take("data: b\n\ndata: c\n\nevent: x\ndata: d\n\n", into: &parser) == (18, ["b", "c"]))
+        #expect(take("data: b\n\ndata: c\n\n", into: &parser, stopAfterFirst: true) == (9, ["b"]))
+        // An unfinished event, a \r line end, a second data line: not the lane's.
+        #expect(take("data: b\n", into: &parser) == (0, []))
+        #expect(take("data: b\r\n\r\n", into: &parser) == (0, []))
+        #expect(take("data: b\ndata: c\n\n", into: &parser) == (0, []))
+        // While `append` holds part of a line, nothing.
+        _ = try? parser.append(Array("data: par".utf8))
+        #expect(take("data: b\n\n", into: &parser) == (0, []))
+        // A line over the limit is left to `append`, which refuses it.
+        var small = SSEParser(maxEventBytes: 8)
+        _ = try? small.append(Array("data:\n\n".utf8))
+        #expect(take("data: 12\n\n", into: &small) == (10, ["12"]))
+        #expect(take("data: 123\n\n", into: &small) == (0, []))
+    }
 }

@@ -174,6 +174,9 @@ import Testing
             #"{"error":{"message":"boom"},"error":null}"#,
             #"{"error":{"message":"boom"}}"#,
             #"[1]"#, #""text""#, "{", #"{"choices":[{"delta":{"content":"x"}}]} x"#, "",
+            "[DONE]", " [DONE]", "[DONE] ", "[DONE]x", "[DONE", "\u{00A0}[DONE]", #" {"choices":[]}"#,
+            "\t{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\u{2003}",
+            #"{"choices":[{"index":1,"delta":5},{"index":0,"delta":{"content":"é"}}]}"#,
         ]
         var inputs = chunks
         var generator = SystemRandomNumberGenerator()
@@ -196,13 +199,26 @@ import Testing
                     _ = try? fast.decode(SSEEvent(event: nil, data: call))
                     _ = try? general.decode(SSEEvent(event: nil, data: call))
                 }
+                // The per-token entry (`decodeData`, the SSE fast lane's) reads the same bytes in place.
+                var inPlace = fast
                 let a = Result { () throws(ChatEngineError) in try fast.decode(SSEEvent(event: nil, data: data)) }
                 let b = Result { () throws(ChatEngineError) in try general.decode(SSEEvent(event: nil, data: data)) }
+                let c = Result { () throws(ChatEngineError) -> [ChatEngineEvent] in
+                    var events: [ChatEngineEvent] = [.text("before")]  // appended to, never replaced
+                    var bytes = Array(data.utf8)
+                    try bytes.withUnsafeMutableBufferPointer { buffer throws(ChatEngineError) in
+                        try inPlace.decodeData(UnsafeBufferPointer(buffer), into: &events)
+                    }
+                    return Array(events.dropFirst())
+                }
                 #expect(a == b, "\(data.debugDescription)")
+                #expect(c == b, "\(data.debugDescription)")
                 // And the state they leave: the end of the stream reads the same.
                 let endA = Result { () throws(ChatEngineError) in try fast.endOfStream() }
                 let endB = Result { () throws(ChatEngineError) in try general.endOfStream() }
+                let endC = Result { () throws(ChatEngineError) in try inPlace.endOfStream() }
                 #expect(endA == endB, "\(data.debugDescription)")
+                #expect(endC == endB, "\(data.debugDescription)")
             }
         }
     }
