@@ -37,6 +37,13 @@ final class CurlMultiLoop: Sendable {
 
     private let multi: MultiHandle
     private let inbox = Mutex(Inbox())
+    /// The loop thread's `pthread_self()`, once it runs: work it posts to itself (a handler letting go of its
+    /// transfer, a delivery resuming one) needs no wake-up through libcurl's socket pair, only another pass.
+    private let loopThread = Atomic<UInt>(0)
+    /// The loop thread posted work to itself during the pass: the next poll must not sleep.
+    private let selfWakePending = Atomic<Bool>(false)
+    /// Wake-ups sent through `curl_multi_wakeup` (each one a write and a read of its socket pair).
+    let wakeupsSent = Atomic<Int>(0)
 
     /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
     init(maxConnections: Int) {
@@ -98,6 +105,11 @@ final class CurlMultiLoop: Sendable {
     }
 
     private func wake() {
+        if UInt(pthread_self()) == self.loopThread.load(ordering: .relaxed) {
+            self.selfWakePending.store(true, ordering: .relaxed)
+            return
+        }
+        self.wakeupsSent.add(1, ordering: .relaxed)
         // Ignoring the code: it fails only for a bad handle, and ours lives as long as this object.
         _ = curl_multi_wakeup(self.multi.raw)
     }
@@ -105,6 +117,7 @@ final class CurlMultiLoop: Sendable {
     // MARK: Loop thread
 
     private func run() {
+        self.loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         let multi = self.multi.raw
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
@@ -227,8 +240,8 @@ final class CurlMultiLoop: Sendable {
                 }
             }
             var timeout = Self.maxPollMilliseconds
-            if unpaced {
-                // Reading resumed: let curl_multi_perform read what waited, without sleeping first.
+            if unpaced || self.selfWakePending.exchange(false, ordering: .relaxed) {
+                // Reading resumed, or the pass posted work to this thread's inbox: another pass at once.
                 timeout = 0
             } else if let nextDeadline {
                 timeout = min(timeout, Posix.millisecondsUntil(nextDeadline))

@@ -25,6 +25,9 @@ public final class HTTPClient: Sendable {
         self.loop.shutdown()
     }
 
+    /// Wake-ups of the loop thread sent through libcurl's socket pair so far (tests count them).
+    var loopWakeupsSent: Int { self.loop.wakeupsSent.load(ordering: .relaxed) }
+
     /// Sends `request` and returns the whole response, body buffered (at most `request.maxResponseBytes`).
     ///
     /// Any status is a response, 4xx and 5xx included.

@@ -171,6 +171,9 @@ struct HTTPClientStreamingTests {
         // One connection for the four requests, one for /stats: a second cancel while the first request
         // drained used to abort it (and so close its connection).
         #expect(try await server.stats(HTTPClient())["connections"] == 2)
+        // The let-goes ran on the loop thread (inside its body callback): they cost it another pass, not a
+        // wake-up through libcurl's socket pair. Only the four starts, posted from here, sent one.
+        #expect(client.loopWakeupsSent == 4)
     }
 
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
