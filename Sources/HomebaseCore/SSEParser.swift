@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One dispatched server-sent event.
 public struct SSEEvent: Sendable, Equatable {
     /// The `event:` field, or `nil` when the event had none (the HTML spec then calls it "message").
@@ -107,30 +113,30 @@ public struct SSEParser: Sendable {
     /// sets no state. So `takeSimpleEvents` then `append` of the rest is `append` of the whole, except that
     /// `append` checks every event's size before dispatching any, while the lane has handed some on before
     /// `append` sees the rest; a caller that needs the difference drops what the lane gave when `append` throws.
-    public mutating func takeSimpleEvents<E: Swift.Error>(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ each: (UnsafeBufferPointer<UInt8>) throws(E) -> Bool
-    ) throws(E) -> Int {
+    public mutating func takeSimpleEvents(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ each: (UnsafeBufferPointer<UInt8>) -> Bool
+    ) -> Int {
         guard !self.failed, !self.isFirstLine, !self.lastWasCR, self.line.isEmpty, self.data.isEmpty,
-            self.eventName.isEmpty
+            self.eventName.isEmpty, let base = bytes.baseAddress
         else { return 0 }
         let count = bytes.count
         var index = 0
         while count - index >= 7 {  // the shortest event, `data:\n\n`
-            guard bytes[index] == UInt8(ascii: "d"), bytes[index + 1] == UInt8(ascii: "a"),
-                bytes[index + 2] == UInt8(ascii: "t"), bytes[index + 3] == UInt8(ascii: "a"),
-                bytes[index + 4] == UInt8(ascii: ":")
+            guard base[index] == UInt8(ascii: "d"), base[index + 1] == UInt8(ascii: "a"),
+                base[index + 2] == UInt8(ascii: "t"), base[index + 3] == UInt8(ascii: "a"),
+                base[index + 4] == UInt8(ascii: ":")
             else { return index }
             var start = index + 5
-            if bytes[start] == UInt8(ascii: " ") { start += 1 }
-            var end = start
-            while end < count, bytes[end] != UInt8(ascii: "\n"), bytes[end] != UInt8(ascii: "\r") { end += 1 }
-            // The line must end with `\n` and the next one be blank (`\n`): anything else is `append`'s.
-            guard end + 1 < count, bytes[end] == UInt8(ascii: "\n"), bytes[end + 1] == UInt8(ascii: "\n") else {
-                return index
-            }
+            if base[start] == UInt8(ascii: " ") { start += 1 }
+            // The line's end: its first `\n`, with no `\r` before it (memchr: this runs once per token).
+            guard let newline = memchr(base + start, 0x0A, count - start) else { return index }
+            let end = base.distance(to: newline.assumingMemoryBound(to: UInt8.self))
+            if memchr(base + start, 0x0D, end - start) != nil { return index }
+            // The next line must be blank (`\n`): anything else is `append`'s.
+            guard end + 1 < count, base[end + 1] == UInt8(ascii: "\n") else { return index }
             // `append` refuses a line longer than the limit (the data it leaves is shorter than the line).
             guard end - index <= self.maxEventBytes else { return index }
-            let more = try each(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            let more = each(UnsafeBufferPointer(start: base + start, count: end - start))
             index = end + 2
             if !more { return index }
         }
