@@ -69,6 +69,31 @@ import Testing
         }
     }
 
+    /// Strings are skipped eight bytes at a time: every special byte (and its neighbours in value) at every
+    /// offset of strings of 0-40 bytes, in a value and in a key, is judged as `JSONNode.parse` judges it.
+    @Test func longStringsAgreeWithJSONNodeAtEveryOffset() {
+        let specials: [[UInt8]] = [
+            [0x22], [0x5C, 0x6E], [0x5C, 0x78], [0x5C], [0x5C, 0x75, 0x30, 0x30, 0x65, 0x39], [0x01], [0x0A], [0x1F],
+            [0x7F], [0x80], [0xC3, 0xA9], [0xC3], [0xE4, 0xB8, 0xAD], [0xF0, 0x9F, 0x98, 0x80], [0xFF], [0x20],
+            [0x21], [0x23], [0x5B], [0x5D], [0x19], [0x00],
+        ]
+        var checked = 0
+        for length in 0...40 {
+            for offset in 0...length {
+                for special in specials {
+                    var body = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    body.insert(contentsOf: special, at: offset)
+                    for text in [[0x22] + body + [0x22], Array(#"{""#.utf8) + body + Array(#"":1}"#.utf8)] {
+                        let node = text.withUnsafeBufferPointer { (try? JSONNode.parse($0)) != nil }
+                        #expect(self.skipAll(text) == node, "\(text)")
+                        checked += 1
+                    }
+                }
+            }
+        }
+        #expect(checked == 2 * 22 * (41 * 42 / 2))
+    }
+
     @Test func readsFieldsAndComparesKeysAsDecoded() throws {
         let text = #"{"id":"x","ch\u006fices":[{"index":0,"delta":{"content":"a\nb"}},{"index":7}],"n":-12,"big":1e3,"z":null}"#
         var contents: [String] = []
