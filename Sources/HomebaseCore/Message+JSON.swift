@@ -144,31 +144,62 @@ extension Message {
     /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
     /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
     static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
-        JSONNode.object([
-            .init(key: "id", value: .string(chunk.id)), .init(key: "seq", value: .number(chunk.seq)),
-            .init(key: "text", value: .string(chunk.text)), .init(key: "type", value: .string(MessageType.inferChunk)),
-        ]).serialized()
+        var out: [UInt8] = []
+        out.reserveCapacity(48 + chunk.id.utf8.count + chunk.text.utf8.count)
+        Self.member("id", first: true, &out)
+        JSONStringWriter.append(chunk.id, to: &out)
+        Self.member("seq", &out)
+        out.append(contentsOf: String(chunk.seq).utf8)
+        Self.member("text", &out)
+        JSONStringWriter.append(chunk.text, to: &out)
+        Self.member("type", &out)
+        JSONStringWriter.append(MessageType.inferChunk, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// `infer.accept` (one per request), written directly like `chunkJSON`.
     static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
-        JSONNode.object([
-            .init(key: "id", value: .string(accept.id)), .init(key: "model", value: .string(accept.model)),
-            .init(key: "type", value: .string(MessageType.inferAccept)),
-        ]).serialized()
+        var out: [UInt8] = []
+        out.reserveCapacity(48 + accept.id.utf8.count + accept.model.utf8.count)
+        Self.member("id", first: true, &out)
+        JSONStringWriter.append(accept.id, to: &out)
+        Self.member("model", &out)
+        JSONStringWriter.append(accept.model, to: &out)
+        Self.member("type", &out)
+        JSONStringWriter.append(MessageType.inferAccept, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// `infer.done` (one per request), written directly like `chunkJSON`.
     static func doneJSON(_ done: InferDone) -> [UInt8] {
-        JSONNode.object([
-            .init(key: "chunks", value: .number(done.chunks)),
-            .init(key: "finish_reason", value: .string(done.finishReason)),
-            .init(key: "id", value: .string(done.id)), .init(key: "type", value: .string(MessageType.inferDone)),
-            .init(key: "usage", value: .object([
-                .init(key: "completion_tokens", value: .number(done.usage.completionTokens)),
-                .init(key: "prompt_tokens", value: .number(done.usage.promptTokens)),
-            ])),
-        ]).serialized()
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + done.id.utf8.count + done.finishReason.utf8.count)
+        Self.member("chunks", first: true, &out)
+        out.append(contentsOf: String(done.chunks).utf8)
+        Self.member("finish_reason", &out)
+        JSONStringWriter.append(done.finishReason, to: &out)
+        Self.member("id", &out)
+        JSONStringWriter.append(done.id, to: &out)
+        Self.member("type", &out)
+        JSONStringWriter.append(MessageType.inferDone, to: &out)
+        Self.member("usage", &out)
+        Self.member("completion_tokens", first: true, &out)
+        out.append(contentsOf: String(done.usage.completionTokens).utf8)
+        Self.member("prompt_tokens", &out)
+        out.append(contentsOf: String(done.usage.promptTokens).utf8)
+        out.append(contentsOf: "}}".utf8)
+        return out
+    }
+
+    /// `{"key":` for an object's first member, `,"key":` for the others (keys here need no escaping).
+    private static func member(_ key: StaticString, first: Bool = false, _ out: inout [UInt8]) {
+        out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
     }
 
     /// The padded plaintext a sender seals.

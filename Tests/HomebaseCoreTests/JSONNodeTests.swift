@@ -162,6 +162,19 @@ import Testing
         }
     }
 
+    /// Runs needing no escape are copied whole: random texts mixing them with every kind of escape, at every
+    /// position, still come out as JSONEncoder writes them.
+    @Test func mixedTextsMatchJSONEncoder() throws {
+        let alphabet: [String] = ["a", "Z", " ", "/", "\"", "\\", "\n", "\t", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\r\n"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let text = (0..<Int.random(in: 0...24, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined()
+            var out: [UInt8] = []
+            JSONStringWriter.append(text, to: &out)
+            #expect(out == Array(try self.encoder.encode(text)), "\(text.debugDescription)")
+        }
+    }
+
     /// The same for `infer.accept` and `infer.done`, the other per-request messages written by hand.
     @Test func acceptAndDoneMatchJSONEncoder() throws {
         struct AcceptWire: Encodable {
