@@ -59,15 +59,19 @@ public struct InferenceLimits: Sendable, Equatable {
     /// no wake-up of its own. `nil` (no pacing) when there is no coalescing delay.
     public var runtimeReadPacing: Duration? { self.runtimeReadPacing(running: 1) }
 
-    /// The read interval while `running` requests stream at once: the coalescing delay, or longer (up to
-    /// `maxCoalesceDelayMs`) so that together they read, and send chunks, at most `chunkFramesPerSecond` times
-    /// a second — past the ceiling (125 streams with the defaults, twice the admission ceiling) they may read
-    /// more. `nil` when there is no coalescing delay.
+    /// The read interval while `running` requests stream at once: the coalescing delay, or a whole number of
+    /// delays (up to `maxCoalesceDelayMs`) so that together they read, and send chunks, at most
+    /// `chunkFramesPerSecond` times a second — past 125 streams with the defaults (twice the admission
+    /// ceiling), held at the 250 ms ceiling, they may read more. `nil` when there is no coalescing delay.
     public func runtimeReadPacing(running: Int) -> Duration? {
         guard self.coalesceDelayMs > 0 else { return nil }
         let budget = UInt64(max(self.chunkFramesPerSecond, 1))
         let sharedMs = (UInt64(max(running, 1)) * 1000 + budget - 1) / budget  // rounded up
-        let ms = max(self.coalesceDelayMs, min(sharedMs, self.maxCoalesceDelayMs))
+        // In whole steps of the coalescing delay (rounded up, so within the budget): the interval changes
+        // only every few streams started or ended, and paused streams keep resuming on one grid of ticks
+        // (`CurlMultiLoop.resumeTick`), one pass of the HTTP loop for all of them.
+        let steps = (max(self.coalesceDelayMs, sharedMs) + self.coalesceDelayMs - 1) / self.coalesceDelayMs
+        let ms = min(steps * self.coalesceDelayMs, max(self.coalesceDelayMs, self.maxCoalesceDelayMs))
         return .milliseconds(Int64(min(ms, UInt64(Int64.max / 1000))))
     }
 

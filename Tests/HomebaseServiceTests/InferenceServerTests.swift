@@ -175,16 +175,21 @@ import Testing
 
     @Test func readPacingStretchesWithTheStreamsWithinTheFrameBudget() {
         let limits = InferenceLimits()  // 30 ms, 500 chunk frames a second, at most 250 ms
-        let table: [(running: Int, ms: Int64)] = [(0, 30), (1, 30), (15, 30), (16, 32), (17, 34), (64, 128),
-                                                  (125, 250), (126, 250), (10_000, 250)]
+        // 2 ms per stream, rounded up to whole 30 ms steps, at most 250 ms.
+        let table: [(running: Int, ms: Int64)] = [(0, 30), (1, 30), (15, 30), (16, 60), (17, 60), (30, 60),
+                                                  (31, 90), (64, 150), (120, 240), (121, 250), (125, 250),
+                                                  (126, 250), (10_000, 250)]
         for (running, ms) in table {
             #expect(limits.runtimeReadPacing(running: running) == .milliseconds(ms), "\(running) streams")
         }
         // Within the budget: running streams each reading once per interval read at most 500 times a second
-        // (until the ceiling).
+        // (until the ceiling); and below the ceiling the interval is a whole number of 30 ms steps, so it
+        // changes only every 15 streams.
         for running in 1...125 {
             let interval = limits.runtimeReadPacing(running: running)!
             #expect(Double(running) / (interval / .seconds(1)) <= 500.0001)
+            #expect(interval == .milliseconds(250) || interval.components.attoseconds % 30_000_000_000_000_000 == 0,
+                    "\(running) streams: \(interval)")
         }
         var slow = InferenceLimits(coalesceDelayMs: 100)
         slow.chunkFramesPerSecond = 1_000
@@ -196,7 +201,7 @@ import Testing
 
     @Test func theEnginesReadCadenceFollowsTheStreamsRunning() async throws {
         var limits = InferenceLimits()
-        limits.chunkFramesPerSecond = 100  // 10 ms per stream: up to 3 streams 30 ms, 5 streams 50 ms
+        limits.chunkFramesPerSecond = 100  // 10 ms per stream: up to 3 streams 30 ms, 5 streams 60 ms
         let cadence = HTTPReadCadence(interval: .milliseconds(30))
         let engine = FakeEngine([.text("x"), .waitForGate, .finish(.stop, nil)])
         let h = try Harness(engine: engine, limits: limits, maxConcurrent: 5, maxQueued: 4, readCadence: cadence)
@@ -204,7 +209,7 @@ import Testing
         h.start()
         for i in 1...7 { h.request("c\(i)", from: phone.messenger) }
         await eventually("five streaming") { await h.daemon.inference.activeCount == 5 }
-        #expect(cadence.interval == .milliseconds(50))
+        #expect(cadence.interval == .milliseconds(60))
         engine.gate.open(4)  // four end, two queued start: three stream
         await eventually("three streaming") { await h.daemon.inference.activeCount == 3 }
         await eventually("cadence back to the delay") { cadence.interval == .milliseconds(30) }
