@@ -19,22 +19,111 @@ extension Message {
         // Tried only for text ending as our writer ends a chunk (keys sorted: `"type":"infer.chunk"}`), so other
         // messages (an infer.request of up to 1 MiB) are not parsed twice; a chunk written otherwise still decodes,
         // by the general path.
-        let fast = bytes.withContiguousStorageIfAvailable { buffer in
-            Self.endsLikeAChunk(buffer) ? Self.fastChunk(buffer) : nil
+        // infer.request, one per answer a Homebase serves, likewise: JSONDecoder read it twice (type probe, then
+        // the whole), the largest cost of a short answer on the relay link's thread.
+        let fast = bytes.withContiguousStorageIfAvailable { buffer -> Message? in
+            if Self.endsLike(Self.chunkEnding, buffer) { return Self.fastChunk(buffer).map { .inferChunk($0) } }
+            if Self.endsLike(Self.requestEnding, buffer) { return Self.fastRequest(buffer).map { .inferRequest($0) } }
+            return nil
         } ?? nil
         if let fast {
-            self = .inferChunk(fast)
+            self = fast
             return
         }
         try self.init(generalJSON: bytes)
     }
 
     private static let chunkEnding = Array(#""type":"infer.chunk"}"#.utf8)
+    private static let requestEnding = Array(#""type":"infer.request"}"#.utf8)
 
-    static func endsLikeAChunk(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    static func endsLikeAChunk(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { Self.endsLike(Self.chunkEnding, bytes) }
+
+    static func endsLikeARequest(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { Self.endsLike(Self.requestEnding, bytes) }
+
+    /// Whether the text, trailing whitespace (padding) aside, ends with `ending`: how our writer, keys sorted,
+    /// ends that message.
+    private static func endsLike(_ ending: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var end = bytes.count
         while end > 0, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[end - 1]) { end -= 1 }
-        return end >= Self.chunkEnding.count && bytes[(end - Self.chunkEnding.count)..<end].elementsEqual(Self.chunkEnding)
+        return end >= ending.count && bytes[(end - ending.count)..<end].elementsEqual(ending)
+    }
+
+    /// `infer.request` in the shape devices send it — `id`, `model`, `messages` of `role` and `content`, `options`
+    /// absent, null or empty, `conversation` and `tools` absent or null, other keys skipped, any order — or nil
+    /// for anything else (a repeated or mistyped field, options or a conversation to read, tools), which the
+    /// general decoder then answers.
+    static func fastRequest(_ bytes: UnsafeBufferPointer<UInt8>) -> InferRequest? {
+        var fields: (type: String?, id: String?, model: String?, messages: [ChatMessage]?) = (nil, nil, nil, nil)
+        var seen = 0
+        var unsure = false
+        func mark(_ bit: Int) {
+            unsure = unsure || seen & bit != 0
+            seen |= bit
+        }
+        let read = try? JSONReader.read(bytes) { (reader: inout JSONReader) throws(JSONReader.ParseError) -> Bool in
+            try reader.object { (key, reader) throws(JSONReader.ParseError) in
+                if key.matches("type") {
+                    mark(1)
+                    fields.type = try reader.stringOrSkip()
+                } else if key.matches("id") {
+                    mark(2)
+                    fields.id = try reader.stringOrSkip()
+                } else if key.matches("model") {
+                    mark(4)
+                    fields.model = try reader.stringOrSkip()
+                } else if key.matches("messages") {
+                    mark(8)
+                    var messages: [ChatMessage] = []
+                    let isArray = try reader.array { (_, reader) throws(JSONReader.ParseError) in
+                        var role: String?
+                        var content: String?
+                        var keys = 0
+                        let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
+                            if key.matches("role") {
+                                unsure = unsure || keys & 1 != 0
+                                keys |= 1
+                                role = try reader.stringOrSkip()
+                            } else if key.matches("content") {
+                                unsure = unsure || keys & 2 != 0
+                                keys |= 2
+                                content = try reader.stringOrSkip()
+                            } else {
+                                try reader.skip()
+                            }
+                        }
+                        guard isObject, let role, let content else {
+                            unsure = true
+                            return
+                        }
+                        messages.append(ChatMessage(role: role, content: content))
+                    }
+                    fields.messages = isArray ? messages : nil
+                } else if key.matches("options") {
+                    mark(16)
+                    // Absent, null or `{}` are the defaults; any option is the general decoder's to read.
+                    if try !reader.null() {
+                        var empty = true
+                        let isObject = try reader.object { (_, reader) throws(JSONReader.ParseError) in
+                            empty = false
+                            try reader.skip()
+                        }
+                        unsure = unsure || !isObject || !empty
+                    }
+                } else if key.matches("conversation") || key.matches("tools") {
+                    mark(key.matches("tools") ? 32 : 64)
+                    if try !reader.null() {
+                        unsure = true
+                        try reader.skip()
+                    }
+                } else {
+                    try reader.skip()
+                }
+            }
+        }
+        guard read == true, !unsure, fields.type == MessageType.inferRequest, let id = fields.id,
+            let model = fields.model, let messages = fields.messages
+        else { return nil }
+        return InferRequest(id: id, model: model, messages: messages)
     }
 
     /// `{"type":"infer.chunk","id":…,"seq":…,"text":…}` (any key order, other keys skipped), or nil: for a

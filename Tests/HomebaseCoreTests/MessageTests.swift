@@ -170,3 +170,81 @@ import Testing
             == InferChunk(id: "r1", seq: 0, text: "Hel"))
     }
 }
+
+/// The one-pass infer.request path of `Message(json:)` answers exactly as the general decoder, or defers to it.
+@Suite struct MessageRequestFastPathTests {
+    static func general(_ bytes: [UInt8]) -> Result<Message, MessageDecodingError> {
+        Result { () throws(MessageDecodingError) in try Message(generalJSON: bytes) }
+    }
+
+    static func full(_ bytes: [UInt8]) -> Result<Message, MessageDecodingError> {
+        Result { () throws(MessageDecodingError) in try Message(json: bytes) }
+    }
+
+    static let handWritten = [
+        #"{"id":"r1","messages":[{"content":"hi","role":"user"}],"model":"m","options":{},"type":"infer.request"}"#,
+        #"{"id":"r1","messages":[],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"role":"user","content":"a\n\u00e9\"\ud83d\ude00","name":"x"}],"model":"m","options":null,"tools":null,"conversation":null,"type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"content":"hi","role":"user"}],"model":"m","options":{"temperature":0.5},"type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"content":"hi","role":"user"}],"model":"m","tools":[{"type":"function"}],"type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"content":"hi","role":"user"}],"model":"m","tools":[],"type":"infer.request"}"#,
+        #"{"conversation":{"id":"c"},"id":"r1","messages":[{"content":"hi","role":"user"}],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","id":"r2","messages":[],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"content":"a","content":"b","role":"user"}],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"content":5,"role":"user"}],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[{"role":"user"}],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":{},"model":"m","type":"infer.request"}"#,
+        #"{"id":7,"messages":[],"model":"m","type":"infer.request"}"#,
+        #"{"messages":[],"model":"m","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[],"model":"m","extra":[1,{"a":null}],"type":"infer.request"}"#,
+        #"{"id":"r1","messages":[],"model":"m","type":"infer.chunk","type":"infer.request"}"#,
+        #"{"id":"r1","messages":[],"model":"m","type":"infer.request"}  "#,
+        #"{"i\u0064":"r1","messages":[],"model":"m","type":"infer.request"}"#,
+    ]
+
+    static func ours(_ generator: inout SystemRandomNumberGenerator) -> [UInt8] {
+        let texts = ["", "hi", "a\"b\\c/d\n\t", "héllo 中 😀", "\u{1}\u{7F}", String(repeating: "long ", count: 50)]
+        let messages = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+            ChatMessage(role: ["system", "user", "assistant"].randomElement(using: &generator)!,
+                        content: texts.randomElement(using: &generator)!)
+        }
+        var options = InferOptions()
+        if Int.random(in: 0..<4, using: &generator) == 0 { options.maxTokens = 64 }
+        let conversation = Int.random(in: 0..<4, using: &generator) == 0 ? ConversationRef(id: "c1", baseCount: 2) : nil
+        let request = InferRequest(id: "req-" + texts.randomElement(using: &generator)!, model: "qwen2.5:7b",
+                                   messages: messages, options: options, conversation: conversation)
+        return Message.inferRequest(request).paddedPlaintext()
+    }
+
+    @Test func agreesWithTheGeneralDecoder() {
+        var generator = SystemRandomNumberGenerator()
+        var inputs = Self.handWritten.map { Array($0.utf8) }
+        for _ in 0..<300 { inputs.append(Self.ours(&generator)) }
+        let alphabet = Array(#"{}[]:,"\ 0123456789.-enul"#.utf8)
+        for bytes in inputs {
+            for _ in 0..<40 {
+                var mutated = bytes
+                mutated[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+                inputs.append(mutated)
+            }
+        }
+        var taken = 0
+        for bytes in inputs {
+            let general = Self.general(bytes)
+            #expect(Self.full(bytes) == general, "\(String(decoding: bytes, as: UTF8.self).debugDescription)")
+            if let fast = bytes.withUnsafeBufferPointer({ Message.fastRequest($0) }) {
+                taken += 1
+                #expect(general == .success(.inferRequest(fast)), "\(String(decoding: bytes, as: UTF8.self).debugDescription)")
+            }
+        }
+        // Our own requests (padded) end as the fast path expects, and it answered for the common shapes.
+        #expect(Self.ours(&generator).withUnsafeBufferPointer { Message.endsLikeARequest($0) })
+        #expect(taken >= 300)
+        #expect(Array(Self.handWritten[0].utf8).withUnsafeBufferPointer { Message.fastRequest($0) }
+            == InferRequest(id: "r1", model: "m", messages: [ChatMessage(role: "user", content: "hi")]))
+        // Options, a conversation or tools are left to the general decoder.
+        for index in [3, 4, 5, 6] {
+            #expect(Array(Self.handWritten[index].utf8).withUnsafeBufferPointer { Message.fastRequest($0) } == nil)
+        }
+    }
+}
