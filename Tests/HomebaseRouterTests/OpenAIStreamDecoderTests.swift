@@ -177,6 +177,9 @@ import Testing
             "[DONE]", " [DONE]", "[DONE] ", "[DONE]x", "[DONE", "\u{00A0}[DONE]", #" {"choices":[]}"#,
             "\t{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\u{2003}",
             #"{"choices":[{"index":1,"delta":5},{"index":0,"delta":{"content":"é"}}]}"#,
+            #"{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}"#,
+            #"{"choices":[{"delta":{"content":"a"}},{"index":0,"delta":{"content":"b"},"finish_reason":"length"}]}"#,
+            #"{"choices":[{"delta":{"content":"a"}}],"error":{"message":"late"}}"#,
         ]
         var inputs = chunks
         var generator = SystemRandomNumberGenerator()
