@@ -70,8 +70,10 @@ public struct InferenceLimits: Sendable, Equatable {
         // In whole steps of the coalescing delay (rounded up, so within the budget): the interval changes
         // only every few streams started or ended, and paused streams keep resuming on one grid of ticks
         // (`CurlMultiLoop.resumeTick`), one pass of the HTTP loop for all of them.
-        let steps = (max(self.coalesceDelayMs, sharedMs) + self.coalesceDelayMs - 1) / self.coalesceDelayMs
-        let ms = min(steps * self.coalesceDelayMs, max(self.coalesceDelayMs, self.maxCoalesceDelayMs))
+        let ceiling = max(self.coalesceDelayMs, self.maxCoalesceDelayMs)
+        let wanted = min(max(self.coalesceDelayMs, sharedMs), ceiling)
+        let steps = (wanted - 1) / self.coalesceDelayMs + 1  // rounded up, without overflow
+        let ms = steps > ceiling / self.coalesceDelayMs ? ceiling : steps * self.coalesceDelayMs
         return .milliseconds(Int64(min(ms, UInt64(Int64.max / 1000))))
     }
 

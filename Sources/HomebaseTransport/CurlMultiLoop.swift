@@ -240,7 +240,10 @@ final class CurlMultiLoop: Sendable {
                 }
             }
             var timeout = Self.maxPollMilliseconds
-            if unpaced || self.selfWakePending.exchange(false, ordering: .relaxed) {
+            // Read (and cleared) every pass, so a flag set in a pass that polls without sleeping anyway does
+            // not make the next one skip its sleep too.
+            let selfWoken = self.selfWakePending.exchange(false, ordering: .relaxed)
+            if unpaced || selfWoken {
                 // Reading resumed, or the pass posted work to this thread's inbox: another pass at once.
                 timeout = 0
             } else if let nextDeadline {

@@ -197,6 +197,9 @@ import Testing
         slow.maxCoalesceDelayMs = 50
         #expect(slow.runtimeReadPacing(running: 1_000) == .milliseconds(100))  // a ceiling below it: the delay
         #expect(InferenceLimits(coalesceDelayMs: 0).runtimeReadPacing(running: 64) == nil)
+        // Rounding to whole delays cannot overflow, whatever the delay.
+        #expect(InferenceLimits(coalesceDelayMs: .max / 2 + 1).runtimeReadPacing(running: 64)
+            == .milliseconds(Int64.max / 1000))
     }
 
     @Test func theEnginesReadCadenceFollowsTheStreamsRunning() async throws {
