@@ -35,18 +35,17 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
         let raw = event.data
-        // Only a space, a tab or a non-ASCII byte at either end can be whitespace to trim; a Character's
-        // Unicode properties are looked up only then.
-        let mayTrim = { (byte: UInt8?) in byte.map { $0 == 0x20 || $0 == 0x09 || $0 >= 0x80 } ?? false }
+        // A Character's Unicode properties are looked up only when an end byte may be whitespace.
+        let mayTrim = { (byte: UInt8?) in byte.map(Self.mayBeWhitespace) ?? false }
         let data = (mayTrim(raw.utf8.first) || mayTrim(raw.utf8.last))
             && (raw.first?.isWhitespace == true || raw.last?.isWhitespace == true)
             ? raw.trimmingCharacters(in: .whitespaces) : raw
-        if data == "[DONE]" {
-            self.isComplete = true
-            // A server that says DONE without a finish_reason still finished: treat it as a plain stop.
-            return try self.emitCalls() + [.finished(self.finalReason(self.finish ?? .stop), self.usage)]
+        if data == "[DONE]" { return try self.done() }
+        if self.usesFastPath {
+            var data = data
+            var out: [ChatEngineEvent] = []
+            if data.withUTF8({ self.decodeCommonChunk($0, into: &out) }) { return out }
         }
-        if self.usesFastPath, let fast = self.decodeCommonChunk(data) { return fast }
         guard let chunk = JSONText.object(data) else { throw .malformed("chunk is not a JSON object") }
         if let error = chunk["error"], !(error is NSNull) {
             throw .midStream(JSONText.errorMessage(error) ?? "error event")
@@ -80,13 +79,11 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
         throws(ChatEngineError)
     {
-        // Only a space, a tab or a non-ASCII byte at either end can be whitespace `decode` would trim.
-        let mayTrim = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte >= 0x80 }
-        if self.usesFastPath, let first = data.first, let last = data.last, !mayTrim(first), !mayTrim(last) {
+        if self.usesFastPath, let first = data.first, let last = data.last,
+            !Self.mayBeWhitespace(first), !Self.mayBeWhitespace(last)
+        {
             if data.elementsEqual("[DONE]".utf8) {
-                self.isComplete = true
-                events += try self.emitCalls()
-                events.append(.finished(self.finalReason(self.finish ?? .stop), self.usage))
+                events += try self.done()
                 return
             }
             if self.decodeCommonChunk(data, into: &events) { return }
@@ -95,59 +92,62 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     }
 
     /// The shape of nearly every chunk (text deltas, the finish chunk, the usage chunk), read in one pass with
-    /// `JSONReader` (no tree, no dictionaries; the whole text is still checked). Returns nil for anything else
-    /// (tool calls, errors, unexpected types), which then takes the general path with its precise error
-    /// reporting. Where a key repeats, the last one counts, as in the general path.
-    private mutating func decodeCommonChunk(_ data: String) -> [ChatEngineEvent]? {
-        var data = data
-        var out: [ChatEngineEvent] = []
-        let understood = data.withUTF8 { self.decodeCommonChunk($0, into: &out) }
-        return understood ? out : nil
-    }
-
-    /// `decodeCommonChunk` over bytes, appending to `events`; false (and nothing appended, no state changed)
-    /// when the chunk is not of the common shape.
+    /// `JSONReader` (no tree, no dictionaries; the whole text is still checked), its events appended to
+    /// `events`. False (nothing appended, no state changed) for anything else (tool calls, errors, unexpected
+    /// types), which then takes the general path with its precise error reporting. Where a key repeats, the
+    /// last one counts, as in the general path.
     private mutating func decodeCommonChunk(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent]) -> Bool {
-        guard let scan = try? JSONReader.read(data, { (reader: inout JSONReader) throws(JSONReader.ParseError) in
-            try CommonChunk.read(&reader)
-        }) else { return false }
-        if scan.error { return false }
         let mark = events.count
-        var finish: FinishReason?
-        for choice in scan.choices ?? [] {
-            guard let index = choice.index else {
-                events.removeSubrange(mark...)
-                return false
-            }
-            guard index == 0 else { continue }
-            guard let delta = choice.delta else {
-                events.removeSubrange(mark...)
-                return false
-            }
-            if let text = delta, !text.isEmpty { events.append(.text(text)) }
-            switch choice.finish {
-            case .absent: break
-            case .invalid:
-                events.removeSubrange(mark...)
-                return false
-            case .reason(let text):
-                // Joined tool calls are emitted (and checked) by the general path.
-                guard self.calls.isEmpty else {
-                    events.removeSubrange(mark...)
-                    return false
-                }
-                finish = Self.reason(text)
-            }
-        }
-        if case .invalid = scan.usage {
+        guard let (finish, usage) = self.readCommonChunk(data, into: &events) else {
             events.removeSubrange(mark...)
             return false
         }
         // Only now, when the whole chunk was understood, does it change the decoder's state.
         if let finish { self.finish = finish }
-        if case .usage(let usage) = scan.usage { self.usage = usage }
+        if let usage { self.usage = usage }
         return true
     }
+
+    /// The text of choice 0 appended to `events`, and the chunk's finish reason and usage; nil (the caller
+    /// takes back what was appended) when the chunk is not of the common shape.
+    private func readCommonChunk(
+        _ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent]
+    ) -> (FinishReason?, Usage?)? {
+        guard let scan = try? JSONReader.read(data, { (reader: inout JSONReader) throws(JSONReader.ParseError) in
+            try CommonChunk.read(&reader)
+        }), !scan.error else { return nil }
+        var finish: FinishReason?
+        for choice in scan.choices ?? [] {
+            guard let index = choice.index else { return nil }
+            guard index == 0 else { continue }
+            guard let delta = choice.delta else { return nil }
+            if let text = delta, !text.isEmpty { events.append(.text(text)) }
+            switch choice.finish {
+            case .absent: break
+            case .invalid: return nil
+            case .reason(let text):
+                // Joined tool calls are emitted (and checked) by the general path.
+                guard self.calls.isEmpty else { return nil }
+                finish = Self.reason(text)
+            }
+        }
+        switch scan.usage {
+        case .absent: return (finish, nil)
+        case .usage(let usage): return (finish, usage)
+        case .invalid: return nil
+        }
+    }
+
+    /// The terminator: the joined tool calls, then `finished`. A server that says DONE without a finish_reason
+    /// still finished: a plain stop.
+    private mutating func done() throws(ChatEngineError) -> [ChatEngineEvent] {
+        self.isComplete = true
+        return try self.emitCalls() + [.finished(self.finalReason(self.finish ?? .stop), self.usage)]
+    }
+
+    /// Whether `byte`, first or last in an event's data, may be whitespace `decode` trims: only a space, a tab
+    /// or a non-ASCII byte (the start of a Unicode space) can be.
+    private static func mayBeWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte >= 0x80 }
 
     mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
         guard !self.isComplete else { return [] }
