@@ -109,8 +109,9 @@ extension Message {
                         }
                         unsure = unsure || !isObject || !empty
                     }
-                } else if key.matches("conversation") || key.matches("tools") {
-                    mark(key.matches("tools") ? 32 : 64)
+                } else if let bit = key.matches("tools") ? 32 : key.matches("conversation") ? 64 : nil {
+                    // Null is the default; anything else is the general decoder's to read.
+                    mark(bit)
                     if try !reader.null() {
                         unsure = true
                         try reader.skip()
@@ -233,62 +234,35 @@ extension Message {
     /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
     /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
     static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(48 + chunk.id.utf8.count + chunk.text.utf8.count)
-        Self.member("id", first: true, &out)
-        JSONStringWriter.append(chunk.id, to: &out)
-        Self.member("seq", &out)
-        out.append(contentsOf: String(chunk.seq).utf8)
-        Self.member("text", &out)
-        JSONStringWriter.append(chunk.text, to: &out)
-        Self.member("type", &out)
-        JSONStringWriter.append(MessageType.inferChunk, to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var w = JSONObjectWriter(capacity: 48 + chunk.id.utf8.count + chunk.text.utf8.count)
+        w.string("id", chunk.id)
+        w.int("seq", chunk.seq)
+        w.string("text", chunk.text)
+        w.string("type", MessageType.inferChunk)
+        return w.finished()
     }
 
     /// `infer.accept` (one per request), written directly like `chunkJSON`.
     static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(48 + accept.id.utf8.count + accept.model.utf8.count)
-        Self.member("id", first: true, &out)
-        JSONStringWriter.append(accept.id, to: &out)
-        Self.member("model", &out)
-        JSONStringWriter.append(accept.model, to: &out)
-        Self.member("type", &out)
-        JSONStringWriter.append(MessageType.inferAccept, to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
+        var w = JSONObjectWriter(capacity: 48 + accept.id.utf8.count + accept.model.utf8.count)
+        w.string("id", accept.id)
+        w.string("model", accept.model)
+        w.string("type", MessageType.inferAccept)
+        return w.finished()
     }
 
     /// `infer.done` (one per request), written directly like `chunkJSON`.
     static func doneJSON(_ done: InferDone) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128 + done.id.utf8.count + done.finishReason.utf8.count)
-        Self.member("chunks", first: true, &out)
-        out.append(contentsOf: String(done.chunks).utf8)
-        Self.member("finish_reason", &out)
-        JSONStringWriter.append(done.finishReason, to: &out)
-        Self.member("id", &out)
-        JSONStringWriter.append(done.id, to: &out)
-        Self.member("type", &out)
-        JSONStringWriter.append(MessageType.inferDone, to: &out)
-        Self.member("usage", &out)
-        Self.member("completion_tokens", first: true, &out)
-        out.append(contentsOf: String(done.usage.completionTokens).utf8)
-        Self.member("prompt_tokens", &out)
-        out.append(contentsOf: String(done.usage.promptTokens).utf8)
-        out.append(contentsOf: "}}".utf8)
-        return out
-    }
-
-    /// `{"key":` for an object's first member, `,"key":` for the others (keys here need no escaping).
-    private static func member(_ key: StaticString, first: Bool = false, _ out: inout [UInt8]) {
-        out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
-        out.append(UInt8(ascii: "\""))
-        out.append(UInt8(ascii: ":"))
+        var w = JSONObjectWriter(capacity: 128 + done.id.utf8.count + done.finishReason.utf8.count)
+        w.int("chunks", done.chunks)
+        w.string("finish_reason", done.finishReason)
+        w.string("id", done.id)
+        w.string("type", MessageType.inferDone)
+        var usage = JSONObjectWriter(capacity: 64)
+        usage.int("completion_tokens", done.usage.completionTokens)
+        usage.int("prompt_tokens", done.usage.promptTokens)
+        w.raw("usage", usage.finished())
+        return w.finished()
     }
 
     /// The padded plaintext a sender seals.
@@ -398,4 +372,44 @@ private struct InferRequestWire: Codable {
     var options: InferOptions?
     var conversation: ConversationRef?
     var tools: AnyJSON?
+}
+
+/// A JSON object written member by member, in the order given (callers give keys sorted, as JSONEncoder's
+/// `.sortedKeys` writes them); keys are static and need no escaping, strings go through `JSONStringWriter`.
+struct JSONObjectWriter {
+    private var bytes: [UInt8] = []
+
+    init(capacity: Int) { self.bytes.reserveCapacity(capacity) }
+
+    mutating func string(_ key: StaticString, _ value: String) {
+        self.key(key)
+        JSONStringWriter.append(value, to: &self.bytes)
+    }
+
+    mutating func int(_ key: StaticString, _ value: Int) {
+        self.key(key)
+        self.bytes.append(contentsOf: String(value).utf8)
+    }
+
+    /// A member whose value is already JSON text (a nested object's `finished()`).
+    mutating func raw(_ key: StaticString, _ json: [UInt8]) {
+        self.key(key)
+        self.bytes.append(contentsOf: json)
+    }
+
+    /// The object's text, closed.
+    consuming func finished() -> [UInt8] {
+        if self.bytes.isEmpty { self.bytes.append(UInt8(ascii: "{")) }
+        self.bytes.append(UInt8(ascii: "}"))
+        return self.bytes
+    }
+
+    /// `{"key":` for the first member, `,"key":` for the others.
+    private mutating func key(_ key: StaticString) {
+        self.bytes.append(self.bytes.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        self.bytes.append(UInt8(ascii: "\""))
+        self.bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        self.bytes.append(UInt8(ascii: "\""))
+        self.bytes.append(UInt8(ascii: ":"))
+    }
 }
