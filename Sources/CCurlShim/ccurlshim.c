@@ -10,3 +10,6 @@ CURLcode ccurl_getinfo_long(CURL *h, CURLINFO i, long *o) { return curl_easy_get
 CURLcode ccurl_getinfo_socket(CURL *h, curl_socket_t *o) { return curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, o); }
 CURLcode ccurl_getinfo_ptr(CURL *h, CURLINFO i, void **o) { return curl_easy_getinfo(h, i, o); }
 CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+CURLMcode ccurl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
+CURLMcode ccurl_multi_setopt_socket_cb(CURLM *m, ccurl_socket_cb cb) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, cb); }
+CURLMcode ccurl_multi_setopt_timer_cb(CURLM *m, ccurl_timer_cb cb) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, cb); }

@@ -10,17 +10,17 @@ private let curlGlobalInit: Void = {
     precondition(code == CURLE_OK, "curl_global_init failed: \(code.rawValue)")
 }()
 
-/// The `CURLM *`, Sendable because the only call other threads make on it is `curl_multi_wakeup`, which
-/// libcurl documents as safe from any thread. Everything else happens on the loop thread.
+/// The `CURLM *`, Sendable because only the loop thread calls into it (and the deinit, once that thread ended).
 private struct MultiHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
 }
 
-/// One `curl_multi` handle driven by one dedicated thread: `curl_multi_perform`, `curl_multi_info_read`, then
-/// `curl_multi_poll` until the next socket event, timer or wakeup.
+/// One `curl_multi` handle driven by one dedicated thread through libcurl's socket interface
+/// (`CurlSocketEvents`): `curl_multi_socket_action` for each ready socket and for libcurl's timer,
+/// `curl_multi_info_read`, then `epoll_wait` until the next socket event, deadline or wake-up.
 ///
 /// Other threads never touch a transfer's easy handle. They post work (start, cancel, resume) to the
-/// mutex-guarded inbox and call `curl_multi_wakeup`, which ends the poll at once: a cancel takes effect within
+/// mutex-guarded inbox and write the loop's eventfd, which ends the wait at once: a cancel takes effect within
 /// milliseconds, where an xferinfo-callback abort waits up to a second on an idle connection
 /// (platform-notes.md §2). The multi handle's connection cache gives keep-alive reuse across requests.
 final class CurlMultiLoop: Sendable {
@@ -31,19 +31,23 @@ final class CurlMultiLoop: Sendable {
         var shuttingDown = false
     }
 
-    /// Longest `curl_multi_poll` wait with nothing scheduled; only a backstop, wakeups and libcurl's own
-    /// timers end the wait sooner.
+    /// Longest wait with nothing scheduled; only a backstop, wake-ups and libcurl's own timer end it sooner.
     private static let maxPollMilliseconds: Int32 = 1000
 
     private let multi: MultiHandle
+    /// The sockets and timer libcurl asked for; declared after `multi`, and alive until the deinit's cleanup
+    /// (which may still call its callbacks) returns.
+    private let events = CurlSocketEvents()
     private let inbox = Mutex(Inbox())
     /// The loop thread's `pthread_self()`, once it runs: work it posts to itself (a handler letting go of its
-    /// transfer, a delivery resuming one) needs no wake-up through libcurl's socket pair, only another pass.
+    /// transfer, a delivery resuming one) needs no wake-up through the eventfd, only another pass.
     private let loopThread = Atomic<UInt>(0)
     /// The loop thread posted work to itself during the pass: the next poll must not sleep.
     private let selfWakePending = Atomic<Bool>(false)
-    /// Wake-ups sent through `curl_multi_wakeup` (each one a write and a read of its socket pair).
+    /// Wake-ups sent to the loop thread from other threads (each one a write and a read of its eventfd).
     let wakeupsSent = Atomic<Int>(0)
+    /// Passes of the loop so far (tests bound them: a paused transfer's socket must not keep it spinning).
+    let passes = Atomic<Int>(0)
 
     /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
     init(maxConnections: Int) {
@@ -52,6 +56,7 @@ final class CurlMultiLoop: Sendable {
             fatalError("curl_multi_init failed: out of memory")
         }
         self.multi = MultiHandle(raw: raw)
+        self.events.attach(to: raw)
         // Ignoring the code: MAXCONNECTS takes any non-negative long, and a failure only costs reuse.
         _ = ccurl_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, max(1, maxConnections))
         let thread = Thread { [self] in
@@ -110,8 +115,7 @@ final class CurlMultiLoop: Sendable {
             return
         }
         self.wakeupsSent.add(1, ordering: .relaxed)
-        // Ignoring the code: it fails only for a bad handle, and ours lives as long as this object.
-        _ = curl_multi_wakeup(self.multi.raw)
+        self.events.wake()
     }
 
     // MARK: Loop thread
@@ -128,6 +132,7 @@ final class CurlMultiLoop: Sendable {
         }
 
         while true {
+            self.passes.add(1, ordering: .relaxed)
             let work = self.inbox.withLock { inbox in
                 defer {
                     inbox.started = []
@@ -192,8 +197,17 @@ final class CurlMultiLoop: Sendable {
                     _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
                 }
 
+                // libcurl runs the transfers of the sockets the last wait found ready, then those its timer
+                // is due for (new transfers, resumed ones, its own timeouts). Errors surface per transfer
+                // through info_read.
                 var running: Int32 = 0
-                _ = curl_multi_perform(multi, &running)  // errors surface per transfer through info_read
+                for ready in self.events.ready {
+                    _ = curl_multi_socket_action(multi, ready.fd, ready.mask, &running)
+                }
+                if let due = self.events.timerDeadlineNs, due <= Posix.monotonicNs {
+                    self.events.timerDeadlineNs = nil  // the action may set the next one
+                    _ = curl_multi_socket_action(multi, CurlSocketEvents.socketTimeout, 0, &running)
+                }
                 var queued: Int32 = 0
                 while let message = curl_multi_info_read(multi, &queued) {
                     guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
@@ -246,10 +260,15 @@ final class CurlMultiLoop: Sendable {
             if unpaced || selfWoken {
                 // Reading resumed, or the pass posted work to this thread's inbox: another pass at once.
                 timeout = 0
-            } else if let nextDeadline {
-                timeout = min(timeout, Posix.millisecondsUntil(nextDeadline))
+            } else {
+                if let nextDeadline {
+                    timeout = min(timeout, Posix.millisecondsUntil(nextDeadline))
+                }
+                if let timer = self.events.timerDeadlineNs {
+                    timeout = min(timeout, Posix.millisecondsUntil(timer))
+                }
             }
-            _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+            self.events.wait(timeoutMs: timeout)
         }
     }
 

@@ -5,7 +5,7 @@
 /// transfers still running (a stream being read) finish; the thread and the idle connections go after them.
 ///
 /// Cancelling the awaiting task, or dropping a body stream, aborts the transfer within milliseconds: the loop
-/// thread is woken (`curl_multi_wakeup`) instead of waiting for libcurl's next progress callback.
+/// thread is woken (its eventfd) instead of waiting for libcurl's next progress callback.
 public final class HTTPClient: Sendable {
     /// Bytes a streamed body may buffer for a slow consumer before the transfer pauses (TCP then pushes
     /// back on the server). Big enough that a consumer keeping up never causes a pause.
@@ -27,6 +27,8 @@ public final class HTTPClient: Sendable {
 
     /// Wake-ups of the loop thread sent through libcurl's socket pair so far (tests count them).
     var loopWakeupsSent: Int { self.loop.wakeupsSent.load(ordering: .relaxed) }
+    /// Passes the loop thread has made so far (tests count them).
+    var loopPasses: Int { self.loop.passes.load(ordering: .relaxed) }
 
     /// Sends `request` and returns the whole response, body buffered (at most `request.maxResponseBytes`).
     ///

@@ -64,6 +64,32 @@ struct HTTPClientStreamingTests {
         #expect(first < .milliseconds(90), "first delivery after \(first)")
     }
 
+    @Test func aPausedStreamDoesNotKeepTheLoopBusy() async throws {
+        // While a paced read waits, the server keeps writing, so its socket is readable all along. The loop
+        // watches sockets level-triggered: had the paused transfer's socket stayed in the set, every wait
+        // would end at once and the loop would spin through the pause (thousands of passes).
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let pacing = HTTPBodyPacing(interval: .milliseconds(100))
+        var request = HTTPRequest(url: server.url("/drip"))
+        request.bodyPacing = pacing
+        let before = client.loopPasses
+        let (_, body) = try await client.stream(request)
+        var parser = SSEParser()
+        var events: [String] = []
+        var deliveries = 0
+        for try await piece in body {
+            deliveries += 1
+            pacing.start()
+            events += try parser.append(piece).map(\.data)
+        }
+        #expect(events == Self.dripEvents)
+        let passes = client.loopPasses - before
+        // A few passes per delivery (read, pause, resume) and a few for the start and the end.
+        #expect(passes <= 6 * deliveries + 20, "\(passes) passes for \(deliveries) deliveries")
+        print("paused stream: \(passes) loop passes for \(deliveries) deliveries")
+    }
+
     @Test func aChangedCadenceAppliesToAStreamAlreadyPaced() async throws {
         let server = try await HTTPClientTestServer.start()
         let cadence = HTTPReadCadence(interval: .milliseconds(10))
@@ -172,7 +198,7 @@ struct HTTPClientStreamingTests {
         // drained used to abort it (and so close its connection).
         #expect(try await server.stats(HTTPClient())["connections"] == 2)
         // The let-goes ran on the loop thread (inside its body callback): they cost it another pass, not a
-        // wake-up through libcurl's socket pair. Only the four starts, posted from here, sent one.
+        // wake-up through the loop's eventfd. Only the four starts, posted from here, sent one.
         #expect(client.loopWakeupsSent == 4)
     }
 

@@ -328,4 +328,33 @@ struct HTTPClientTests {
         print("HTTPClient send cancel latency: \(latency)")
         #expect(latency < .milliseconds(200))
     }
+
+    /// epoll descriptors this process holds now.
+    static func epollDescriptors() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == "anon_inode:[eventpoll]"
+        }.count
+    }
+
+    @Test func droppedClientsCloseTheirDescriptors() async throws {
+        // Each client's loop holds an epoll set and an eventfd; a process that makes clients now and then
+        // (the CLI's commands, the verifier) must not collect them.
+        let server = try await HTTPClientTestServer.start()
+        let before = try Self.epollDescriptors()
+        var clients: [HTTPClient] = []
+        for _ in 0..<10 {
+            let client = HTTPClient()
+            #expect(try await client.send(HTTPRequest(url: server.url("/json"))).head.status == 200)
+            clients.append(client)
+        }
+        #expect(try Self.epollDescriptors() >= before + 10)
+        clients.removeAll()
+        // The loop threads end on their own after the drop; give them a moment.
+        var after = try Self.epollDescriptors()
+        for _ in 0..<100 where after > before {
+            try await Task.sleep(for: .milliseconds(20))
+            after = try Self.epollDescriptors()
+        }
+        #expect(after <= before, "epoll descriptors: \(before) before, \(after) after")
+    }
 }

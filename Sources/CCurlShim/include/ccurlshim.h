@@ -14,5 +14,10 @@ CURLcode ccurl_setopt_xferinfo_cb(CURL *h, ccurl_xferinfo_cb cb);
 CURLcode ccurl_getinfo_long(CURL *h, CURLINFO i, long *o);
 CURLcode ccurl_getinfo_socket(CURL *h, curl_socket_t *o);
 CURLcode ccurl_getinfo_ptr(CURL *h, CURLINFO i, void **o);
+typedef int (*ccurl_socket_cb)(CURL *easy, curl_socket_t s, int what, void *clientp, void *socketp);
+typedef int (*ccurl_timer_cb)(CURLM *multi, long timeout_ms, void *clientp);
 CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v);
+CURLMcode ccurl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v);
+CURLMcode ccurl_multi_setopt_socket_cb(CURLM *m, ccurl_socket_cb cb);
+CURLMcode ccurl_multi_setopt_timer_cb(CURLM *m, ccurl_timer_cb cb);
 #endif

@@ -1,0 +1,141 @@
+internal import CCurl
+internal import CCurlShim
+internal import CLinux
+import Glibc
+
+/// libcurl's socket interface for one multi handle (CURLMOPT_SOCKETFUNCTION and CURLMOPT_TIMERFUNCTION): the
+/// sockets libcurl asks to have watched sit in an epoll set, and its one timer is a deadline the loop waits for.
+///
+/// Why not `curl_multi_perform` and `curl_multi_poll`: those visit every transfer on every pass, and poll every
+/// transfer's socket. With 64 answers streaming and their reads paced, a pass finds bytes on a handful of them,
+/// so most of that work was for transfers with nothing to do. With this interface libcurl runs only the
+/// transfers whose socket is ready or whose timer is due, and a socket is handed to the kernel once, not on
+/// every wait. A paused transfer's socket leaves the set (libcurl asks for that itself).
+///
+/// Loop thread only (libcurl calls the callbacks from inside the multi calls the loop makes), except `wake()`.
+final class CurlSocketEvents: @unchecked Sendable {
+    /// What `curl_multi_socket_action` is told about one socket: the fd and its CURL_CSELECT_* bits.
+    struct Ready {
+        var fd: Int32
+        var mask: Int32
+    }
+
+    /// Events taken from the kernel per wait; more stay pending for the next one (level-triggered).
+    private static let capacity = 256
+    /// Marks the eventfd in epoll data; sockets carry their fd (non-negative, so never this value).
+    private static let wakeData = UInt64.max
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let events: UnsafeMutablePointer<epoll_event>
+    /// The sockets the last wait found ready, with libcurl's bits, for the next pass to hand over.
+    private(set) var ready: [Ready] = []
+    /// When libcurl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)` (monotonic ns); nil: no timer.
+    var timerDeadlineNs: UInt64?
+
+    init() {
+        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        let wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        // Out of descriptors at start-up: nothing an HTTP client can do without them.
+        precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: \(Posix.describe(errno: Posix.errno))")
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(u64: Self.wakeData))
+        precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl(eventfd) failed")
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+        self.events = .allocate(capacity: Self.capacity)
+    }
+
+    deinit {
+        Posix.closeDescriptor(self.wakeFD)
+        Posix.closeDescriptor(self.epollFD)
+        self.events.deallocate()
+    }
+
+    /// Installs the callbacks on `multi`. `self` must outlive the multi handle's last call (the loop owns both
+    /// and cleans the multi handle up first).
+    func attach(to multi: UnsafeMutableRawPointer) {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // Ignoring the codes: these options exist in every libcurl since 7.16, and fail only for a bad handle.
+        _ = ccurl_multi_setopt_socket_cb(multi, curlSocketCallback)
+        _ = ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, context)
+        _ = ccurl_multi_setopt_timer_cb(multi, curlTimerCallback)
+        _ = ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
+    }
+
+    /// Ends the current (or next) `wait` at once. Any thread.
+    func wake() {
+        var one: UInt64 = 1
+        // EAGAIN means the counter is already non-zero, which is a pending wake-up: fine to ignore.
+        _ = Glibc.write(self.wakeFD, &one, 8)
+    }
+
+    /// The socket callback: libcurl wants `fd` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no more (REMOVE).
+    func watch(_ fd: Int32, what: Int32) {
+        guard what != Self.pollRemove else {
+            // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
+            _ = epoll_ctl(self.epollFD, EPOLL_CTL_DEL, fd, nil)
+            return
+        }
+        var bits: UInt32 = 0
+        if what & Self.pollIn != 0 { bits |= EPOLLIN.rawValue }
+        if what & Self.pollOut != 0 { bits |= EPOLLOUT.rawValue }
+        var event = epoll_event(events: bits, data: epoll_data_t(u64: UInt64(UInt32(bitPattern: fd))))
+        // Level-triggered, as libcurl expects: a socket with unread bytes is reported again on the next wait.
+        if epoll_ctl(self.epollFD, EPOLL_CTL_MOD, fd, &event) != 0 && Posix.errno == ENOENT {
+            _ = epoll_ctl(self.epollFD, EPOLL_CTL_ADD, fd, &event)
+        }
+    }
+
+    /// The timer callback: run the timeout action in `milliseconds` (0: on this very pass), or never (-1).
+    func setTimer(milliseconds: Int, now: UInt64) {
+        if milliseconds < 0 {
+            self.timerDeadlineNs = nil
+        } else {
+            self.timerDeadlineNs = now + UInt64(min(milliseconds, Int(Int32.max))) * 1_000_000
+        }
+    }
+
+    /// Waits up to `timeoutMs` (0: just looks) for sockets, the timer's own deadline being the caller's to fold
+    /// in; fills `ready`. A wake-up ends the wait and is consumed here.
+    func wait(timeoutMs: Int32) {
+        self.ready.removeAll(keepingCapacity: true)
+        let count = epoll_wait(self.epollFD, self.events, Int32(Self.capacity), timeoutMs)
+        guard count > 0 else { return }  // 0: timed out; -1: EINTR (our descriptor cannot be broken otherwise)
+        for index in 0..<Int(count) {
+            let event = self.events[index]
+            if event.data.u64 == Self.wakeData {
+                var counter: UInt64 = 0
+                _ = Glibc.read(self.wakeFD, &counter, 8)  // EAGAIN: already reset
+                continue
+            }
+            var mask: Int32 = 0
+            // A hang-up or error is news libcurl finds by reading: report it as readable too.
+            if event.events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { mask |= Self.selectIn }
+            if event.events & EPOLLOUT.rawValue != 0 { mask |= Self.selectOut }
+            if event.events & EPOLLERR.rawValue != 0 { mask |= Self.selectErr }
+            self.ready.append(Ready(fd: Int32(truncatingIfNeeded: event.data.u64), mask: mask))
+        }
+    }
+
+    // curl.h's values (macros Swift does not import reliably); fixed by libcurl's ABI.
+    static let pollIn: Int32 = 1  // CURL_POLL_IN
+    static let pollOut: Int32 = 2  // CURL_POLL_OUT
+    static let pollRemove: Int32 = 4  // CURL_POLL_REMOVE
+    static let selectIn: Int32 = 1  // CURL_CSELECT_IN
+    static let selectOut: Int32 = 2  // CURL_CSELECT_OUT
+    static let selectErr: Int32 = 4  // CURL_CSELECT_ERR
+    /// CURL_SOCKET_TIMEOUT: "no socket, run what the timer is for".
+    static let socketTimeout: Int32 = -1
+}
+
+// Capture-free, so they convert to C function pointers; the events object comes back through the user pointer.
+private let curlSocketCallback: ccurl_socket_cb = { _, fd, what, clientp, _ in
+    Unmanaged<CurlSocketEvents>.fromOpaque(clientp!).takeUnretainedValue().watch(fd, what: what)
+    return 0
+}
+
+private let curlTimerCallback: ccurl_timer_cb = { _, timeoutMs, clientp in
+    Unmanaged<CurlSocketEvents>.fromOpaque(clientp!).takeUnretainedValue()
+        .setTimer(milliseconds: Int(timeoutMs), now: Posix.monotonicNs)
+    return 0
+}

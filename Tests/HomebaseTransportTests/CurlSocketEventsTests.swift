@@ -1,0 +1,136 @@
+import Glibc
+import Testing
+
+@testable import HomebaseTransport
+
+/// `CurlSocketEvents` is what libcurl's socket and timer callbacks write to; these drive it as libcurl would,
+/// with a socket pair standing in for a connection.
+@Suite(.timeLimit(.minutes(1)))
+struct CurlSocketEventsTests {
+    /// A connected pair of non-blocking stream sockets; closed by `close`.
+    struct Pair {
+        let ours: Int32
+        let peer: Int32
+        init() throws {
+            var fds: [Int32] = [0, 0]
+            let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
+            try #require(rc == 0)
+            (self.ours, self.peer) = (fds[0], fds[1])
+        }
+        func close() {
+            _ = Glibc.close(self.ours)
+            _ = Glibc.close(self.peer)
+        }
+    }
+
+    func masks(_ events: CurlSocketEvents, fd: Int32) -> [Int32] {
+        events.ready.filter { $0.fd == fd }.map(\.mask)
+    }
+
+    @Test func aWatchedSocketIsReportedWithLibcurlsBits() throws {
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        events.wait(timeoutMs: 0)
+        #expect(self.masks(events, fd: pair.ours).isEmpty)  // nothing to read yet
+        var byte: UInt8 = 7
+        #expect(write(pair.peer, &byte, 1) == 1)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
+        // Level-triggered: unread bytes are reported again.
+        events.wait(timeoutMs: 0)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
+        // A change of interest replaces the old one (the socket is writable, and still readable).
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn | CurlSocketEvents.pollOut)
+        events.wait(timeoutMs: 0)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn | CurlSocketEvents.selectOut])
+        events.watch(pair.ours, what: CurlSocketEvents.pollOut)
+        events.wait(timeoutMs: 0)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectOut])
+    }
+
+    @Test func aRemovedSocketIsNoLongerReported() throws {
+        // What a paused transfer relies on: libcurl removes its socket, and bytes waiting on it wake nobody.
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        var byte: UInt8 = 7
+        #expect(write(pair.peer, &byte, 1) == 1)
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
+        let start = ContinuousClock.now
+        events.wait(timeoutMs: 50)
+        #expect(events.ready.isEmpty)
+        #expect(ContinuousClock.now - start >= .milliseconds(40))
+        // Watched again (a resume): reported at once.
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
+        // Removing twice, or a socket never added, is harmless.
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
+        events.watch(12345, what: CurlSocketEvents.pollRemove)
+    }
+
+    @Test func aClosedAndReusedDescriptorIsWatchedAfresh() throws {
+        // libcurl closes a socket (the kernel drops it from the set) and may get the same number back for a new
+        // one; its first `watch` must add it, not fail on a registration that is gone.
+        let events = CurlSocketEvents()
+        let first = try Pair()
+        events.watch(first.ours, what: CurlSocketEvents.pollIn)
+        let number = first.ours
+        first.close()
+        let second = try Pair()
+        defer { second.close() }
+        #expect(second.ours == number || second.peer == number)
+        let reused = second.ours == number ? second.ours : second.peer
+        let other = reused == second.ours ? second.peer : second.ours
+        events.watch(reused, what: CurlSocketEvents.pollIn)
+        var byte: UInt8 = 7
+        #expect(write(other, &byte, 1) == 1)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: reused) == [CurlSocketEvents.selectIn])
+    }
+
+    @Test func aHangUpIsReportedAsReadable() throws {
+        // libcurl learns of a closed connection by reading it.
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        _ = Glibc.close(pair.peer)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: pair.ours).first.map { $0 & CurlSocketEvents.selectIn != 0 } == true)
+        _ = Glibc.close(pair.ours)
+    }
+
+    @Test func aWakeUpEndsTheWaitAndIsConsumed() async throws {
+        let events = CurlSocketEvents()
+        let waker = Task.detached {
+            try await Task.sleep(for: .milliseconds(30))
+            events.wake()
+        }
+        let start = ContinuousClock.now
+        events.wait(timeoutMs: 5000)
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(events.ready.isEmpty)  // the eventfd is not a socket to hand to libcurl
+        try await waker.value
+        // Consumed: the next wait sleeps its full timeout.
+        let again = ContinuousClock.now
+        events.wait(timeoutMs: 40)
+        #expect(ContinuousClock.now - again >= .milliseconds(30))
+    }
+
+    @Test func theTimerFollowsLibcurlsRequests() {
+        let events = CurlSocketEvents()
+        #expect(events.timerDeadlineNs == nil)
+        events.setTimer(milliseconds: 0, now: 1_000)
+        #expect(events.timerDeadlineNs == 1_000)  // due on this very pass
+        events.setTimer(milliseconds: 25, now: 1_000)
+        #expect(events.timerDeadlineNs == 1_000 + 25_000_000)
+        events.setTimer(milliseconds: -1, now: 1_000)
+        #expect(events.timerDeadlineNs == nil)  // deleted
+        events.setTimer(milliseconds: Int.max, now: 0)
+        #expect(events.timerDeadlineNs == UInt64(Int32.max) * 1_000_000)  // clamped, no overflow
+    }
+}
