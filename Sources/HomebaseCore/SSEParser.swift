@@ -110,13 +110,14 @@ public struct SSEParser: Sendable {
     ///
     /// The events taken are the ones `append` would have dispatched, with the same data (`append` decodes it as
     /// a String, `each` gets its bytes), and taking them leaves the parser as `append` would: such an event
-    /// sets no state. So `takeSimpleEvents` then `append` of the rest is `append` of the whole, except that
+    /// sets no state (but one: the stream's first line, which may begin with a byte order mark, has then been
+    /// read, and a `d` is no such mark). So `takeSimpleEvents` then `append` of the rest is `append` of the whole, except that
     /// `append` checks every event's size before dispatching any, while the lane has handed some on before
     /// `append` sees the rest; a caller that needs the difference drops what the lane gave when `append` throws.
     public mutating func takeSimpleEvents(
         _ bytes: UnsafeBufferPointer<UInt8>, _ each: (UnsafeBufferPointer<UInt8>) -> Bool
     ) -> Int {
-        guard !self.failed, !self.isFirstLine, !self.lastWasCR, self.line.isEmpty, self.data.isEmpty,
+        guard !self.failed, !self.lastWasCR, self.line.isEmpty, self.data.isEmpty,
             self.eventName.isEmpty, let base = bytes.baseAddress
         else { return 0 }
         let count = bytes.count
@@ -136,6 +137,7 @@ public struct SSEParser: Sendable {
             guard end + 1 < count, base[end + 1] == UInt8(ascii: "\n") else { return index }
             // `append` refuses a line longer than the limit (the data it leaves is shorter than the line).
             guard end - index <= self.maxEventBytes else { return index }
+            self.isFirstLine = false  // the stream's first line, if this is it, had no byte order mark
             let more = each(UnsafeBufferPointer(start: base + start, count: end - start))
             index = end + 2
             if !more { return index }
