@@ -32,6 +32,11 @@ final class CurlSocketEvents: @unchecked Sendable {
     private(set) var ready: [Ready] = []
     /// When libcurl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)` (monotonic ns); nil: no timer.
     var timerDeadlineNs: UInt64?
+    /// The sockets in the epoll set now, so a change of interest is one `epoll_ctl` (a paused transfer's
+    /// socket leaves the set and comes back on every paced read).
+    private var registered = Set<Int32>()
+    /// `epoll_ctl` calls made so far (tests count them).
+    private(set) var controlCalls = 0
 
     init() {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -72,8 +77,9 @@ final class CurlSocketEvents: @unchecked Sendable {
     /// The socket callback: libcurl wants `fd` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no more (REMOVE).
     func watch(_ fd: Int32, what: Int32) {
         guard what != Self.pollRemove else {
+            guard self.registered.remove(fd) != nil else { return }
             // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
-            _ = epoll_ctl(self.epollFD, EPOLL_CTL_DEL, fd, nil)
+            _ = self.control(EPOLL_CTL_DEL, fd, nil)
             return
         }
         var bits: UInt32 = 0
@@ -81,9 +87,21 @@ final class CurlSocketEvents: @unchecked Sendable {
         if what & Self.pollOut != 0 { bits |= EPOLLOUT.rawValue }
         var event = epoll_event(events: bits, data: epoll_data_t(u64: UInt64(UInt32(bitPattern: fd))))
         // Level-triggered, as libcurl expects: a socket with unread bytes is reported again on the next wait.
-        if epoll_ctl(self.epollFD, EPOLL_CTL_MOD, fd, &event) != 0 && Posix.errno == ENOENT {
-            _ = epoll_ctl(self.epollFD, EPOLL_CTL_ADD, fd, &event)
+        // The other operation is the fallback for a set that changed behind our back: a socket closed without
+        // a REMOVE (the kernel dropped it, and its number may be a new socket's now), or one already in it.
+        if self.registered.insert(fd).inserted {
+            if self.control(EPOLL_CTL_ADD, fd, &event) == EEXIST {
+                _ = self.control(EPOLL_CTL_MOD, fd, &event)
+            }
+        } else if self.control(EPOLL_CTL_MOD, fd, &event) == ENOENT {
+            _ = self.control(EPOLL_CTL_ADD, fd, &event)
         }
+    }
+
+    /// One `epoll_ctl`; returns 0 or its errno.
+    private func control(_ operation: Int32, _ fd: Int32, _ event: UnsafeMutablePointer<epoll_event>?) -> Int32 {
+        self.controlCalls += 1
+        return epoll_ctl(self.epollFD, operation, fd, event) == 0 ? 0 : Posix.errno
     }
 
     /// The timer callback: run the timeout action in `milliseconds` (0: on this very pass), or never (-1).

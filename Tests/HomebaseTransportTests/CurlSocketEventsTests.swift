@@ -73,6 +73,23 @@ struct CurlSocketEventsTests {
         events.watch(12345, what: CurlSocketEvents.pollRemove)
     }
 
+    @Test func eachChangeOfInterestIsOneSystemCall() throws {
+        // A paced transfer's socket leaves the set and comes back on every read: one epoll_ctl each way.
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)  // add
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn | CurlSocketEvents.pollOut)  // modify
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)  // delete
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)  // not in the set: nothing to do
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)  // add again
+        #expect(events.controlCalls == 4)
+        var byte: UInt8 = 7
+        #expect(write(pair.peer, &byte, 1) == 1)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
+    }
+
     @Test func aClosedAndReusedDescriptorIsWatchedAfresh() throws {
         // libcurl closes a socket (the kernel drops it from the set) and may get the same number back for a new
         // one; its first `watch` must add it, not fail on a registration that is gone.
