@@ -18,8 +18,8 @@ import Glibc
 //   1. `count` sequential requests, each sent both straight to the emulator's /v1/chat/completions (SSE) and
 //      through relay → Homebase → emulator (infer.request on sync_delta), same prompt, order alternating:
 //      time to first non-empty text and tokens/s for both, and the added time to first token per pair;
-//   2. `concurrency` streams at once through the Homebase, with utime+stime of the Homebase, the emulator
-//      (and the relay) read from /proc around the window.
+//   2. `concurrency` streams at once through the Homebase, with the CPU time of the Homebase, the emulator
+//      (and the relay) read from their process CPU-time clocks (nanoseconds) around the window.
 // Writes one JSON object to --out (or stdout) and prints a table to stderr.
 
 func fail(_ message: String) -> Never {
@@ -196,9 +196,17 @@ func direct(_ prompt: String) async -> Sample {
 
 // MARK: /proc
 
-/// utime + stime of `pid` in milliseconds.
+/// CPU time of `pid` (every thread, live or ended) in milliseconds: its process CPU-time clock, read to the
+/// nanosecond; /proc's utime + stime (whole clock ticks, 10 ms here: too coarse for a window in which the
+/// Homebase spends ~40 ms) only if that clock cannot be had.
 func cpuMs(_ pid: Int32?) -> Double? {
-    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+    guard let pid else { return nil }
+    var clock = clockid_t()
+    var now = timespec()
+    if clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &now) == 0 {
+        return Double(now.tv_sec) * 1000 + Double(now.tv_nsec) / 1_000_000
+    }
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
         let close = text.lastIndex(of: ")")
     else { return nil }
     let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
@@ -381,6 +389,9 @@ func stats(_ samples: [Sample]) -> [String: Any] {
 let addedP50 = median(added)
 let addedP99 = percentile(added, 0.99)
 let cpuPercent = homebaseCPU.flatMap { h in ollamaCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } }
+// The emulator spends more CPU serving the Homebase (whose paced reads cost its kernel more window updates)
+// than serving the same load straight: the figure against its direct window is the stricter one.
+let cpuPercentOfDirect = homebaseCPU.flatMap { h in ollamaDirectCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } }
 var report: [String: Any] = [
     "model": model,
     "answer_tokens": answerTokens,
@@ -398,6 +409,7 @@ var report: [String: Any] = [
         "homebase_cpu_ms": round2(homebaseCPU ?? .nan), "emulator_cpu_ms": round2(ollamaCPU ?? .nan),
         "relay_cpu_ms": round2(relayCPU ?? .nan),
         "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
+        "homebase_cpu_percent_of_emulator_direct": round2(cpuPercentOfDirect ?? .nan),
         "target_percent_max": 10, "pass": (cpuPercent ?? .infinity) <= 10,
         "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": round2(ollamaDirectCPU ?? .nan),
         "direct": stats(concurrentDirect),
@@ -410,7 +422,7 @@ report["pass"] = addedP50 <= 5 && addedP99 <= 20 && (cpuPercent ?? .infinity) <=
 
 let json = try JSONSerialization.data(withJSONObject: report, options: [.prettyPrinted, .sortedKeys])
 if let out = options["out"] {
-    FileManager.default.createFile(atPath: out, contents: json)
+    guard FileManager.default.createFile(atPath: out, contents: json) else { fail("cannot write \(out)") }
 } else {
     FileHandle.standardOutput.write(json + Data("\n".utf8))
 }
@@ -433,6 +445,7 @@ let table = """
     | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
     | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(relayCPU).padding(12)) |             |
     | Homebase CPU as % of emulator's       |            | \(f(cpuPercent).padding(12)) | <= 10 \(((cpuPercent ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
+    | ... of the emulator's direct window   |            | \(f(cpuPercentOfDirect).padding(12)) | <= 10 \(((cpuPercentOfDirect ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
 
     """
 FileHandle.standardError.write(Data(table.utf8))
