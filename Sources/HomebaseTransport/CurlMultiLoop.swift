@@ -48,6 +48,8 @@ final class CurlMultiLoop: Sendable {
     let wakeupsSent = Atomic<Int>(0)
     /// Passes of the loop so far (tests bound them: a paused transfer's socket must not keep it spinning).
     let passes = Atomic<Int>(0)
+    /// Paced reads that held their socket out of the set rather than pausing the transfer (tests count them).
+    let socketHolds = Atomic<Int>(0)
 
     /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
     init(maxConnections: Int) {
@@ -128,6 +130,11 @@ final class CurlMultiLoop: Sendable {
         func remove(_ easy: UnsafeMutableRawPointer) -> CurlTransfer? {
             guard let transfer = active.removeValue(forKey: easy) else { return nil }
             _ = curl_multi_remove_handle(multi, easy)  // cannot fail for a handle we added
+            // The handle's address may be the next handle's: its socket is not that one's.
+            self.events.forget(easy)
+            // libcurl told the socket callback it is done with the socket (which ended any hold); if it
+            // keeps the socket watched (another transfer on it), it must not stay held by this one.
+            self.releaseHold(transfer)
             return transfer
         }
 
@@ -179,9 +186,11 @@ final class CurlMultiLoop: Sendable {
                         // The consumer had the whole answer: read the rest (the chunked terminator) so the
                         // connection can be reused, for at most the grace; the deadline check below aborts it after.
                         transfer.drainDeadlineNs = Posix.monotonicNs + Posix.nanoseconds(pacing.drainGrace)
+                        self.releaseHold(transfer)
                         if transfer.pacedUntilNs != nil || transfer.isPaused {
                             transfer.pacedUntilNs = nil
                             transfer.isPaused = false
+                            transfer.pausedWhileHeld = false
                             _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
                         }
                         continue
@@ -191,7 +200,9 @@ final class CurlMultiLoop: Sendable {
                 for transfer in work.resumed {
                     guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
                     transfer.isPaused = false
-                    transfer.pacedUntilNs = nil  // CONT below lifts a pacing pause too
+                    transfer.pacedUntilNs = nil  // CONT below lifts a pacing pause too, and so a hold
+                    transfer.pausedWhileHeld = false
+                    self.releaseHold(transfer)
                     transfer.lastActivityNs = Posix.monotonicNs
                     // May call the write callback right here with the held-back bytes (and pause again).
                     _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
@@ -295,7 +306,17 @@ final class CurlMultiLoop: Sendable {
             guard until <= now else { return }
             transfer.pacedUntilNs = nil
             transfer.lastActivityNs = now  // paced time is not silence: the idle timeout counts from here
-            if !transfer.isPaused {
+            if transfer.heldSocket != nil {
+                // The socket is watched again: the next wait (at once) finds the bytes that came meanwhile.
+                self.releaseHold(transfer)
+                if transfer.pausedWhileHeld {
+                    // libcurl ran the transfer on a timer of its own during the hold, and the write callback
+                    // paused it: CONT hands those bytes over now (libcurl kept them).
+                    transfer.pausedWhileHeld = false
+                    _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
+                }
+                unpaced = true
+            } else if !transfer.isPaused {
                 // May deliver what libcurl holds right here, which asks for the next pause.
                 _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
                 unpaced = true
@@ -305,8 +326,22 @@ final class CurlMultiLoop: Sendable {
             transfer.wantsPacingPause = false
             // A transfer the consumer paused (buffer full) stays paused until it resumes it.
             guard !transfer.isPaused, transfer.pacedUntilNs == nil else { return }
-            _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
+            if transfer.mayHoldSocket, let socket = self.events.socket(of: easy) {
+                // The socket is left unread: out of the set until the tick.
+                self.events.hold(socket)
+                transfer.heldSocket = socket
+                self.socketHolds.add(1, ordering: .relaxed)
+            } else {
+                _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
+            }
             transfer.pacedUntilNs = Self.resumeTick(after: now, interval: interval)
         }
+    }
+
+    /// Ends a pacing hold on `transfer`'s socket, if it has one.
+    private func releaseHold(_ transfer: CurlTransfer) {
+        guard let socket = transfer.heldSocket else { return }
+        transfer.heldSocket = nil
+        self.events.release(socket)
     }
 }

@@ -32,9 +32,16 @@ final class CurlSocketEvents: @unchecked Sendable {
     private(set) var ready: [Ready] = []
     /// When libcurl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)` (monotonic ns); nil: no timer.
     var timerDeadlineNs: UInt64?
-    /// The sockets in the epoll set now, so a change of interest is one `epoll_ctl` (a paused transfer's
-    /// socket leaves the set and comes back on every paced read).
+    /// The sockets in the epoll set now, so a change of interest is one `epoll_ctl` (a paced transfer's
+    /// socket leaves the set and comes back on every read).
     private var registered = Set<Int32>()
+    /// What libcurl asked to watch, per socket (epoll bits), held or not.
+    private var interest: [Int32: UInt32] = [:]
+    /// Sockets held out of the set by `hold` (read pacing) whatever libcurl asks, until `release`.
+    private var held = Set<Int32>()
+    /// The socket libcurl last asked to watch for each easy handle (libcurl's ACTIVESOCKET is not set while a
+    /// transfer runs).
+    private var sockets: [UnsafeMutableRawPointer: Int32] = [:]
     /// `epoll_ctl` calls made so far (tests count them).
     private(set) var controlCalls = 0
 
@@ -75,16 +82,53 @@ final class CurlSocketEvents: @unchecked Sendable {
     }
 
     /// The socket callback: libcurl wants `fd` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no more (REMOVE).
-    func watch(_ fd: Int32, what: Int32) {
+    func watch(_ fd: Int32, what: Int32, easy: UnsafeMutableRawPointer? = nil) {
         guard what != Self.pollRemove else {
-            guard self.registered.remove(fd) != nil else { return }
-            // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
-            _ = self.control(EPOLL_CTL_DEL, fd, nil)
+            if let easy, self.sockets[easy] == fd { self.sockets[easy] = nil }
+            // libcurl is done with the socket (its transfer ended, or it is about to close it): a hold ends too.
+            self.interest[fd] = nil
+            self.held.remove(fd)
+            self.unregister(fd)
             return
         }
         var bits: UInt32 = 0
         if what & Self.pollIn != 0 { bits |= EPOLLIN.rawValue }
         if what & Self.pollOut != 0 { bits |= EPOLLOUT.rawValue }
+        self.interest[fd] = bits
+        if let easy { self.sockets[easy] = fd }
+        if !self.held.contains(fd) { self.register(fd, bits) }
+    }
+
+    /// The socket `easy`'s transfer is using, as libcurl last told the socket callback; nil if none.
+    func socket(of easy: UnsafeMutableRawPointer) -> Int32? { self.sockets[easy] }
+
+    /// An easy handle left the multi handle (or is about to be cleaned up): forget its socket.
+    func forget(_ easy: UnsafeMutableRawPointer) { self.sockets[easy] = nil }
+
+    /// Keeps `fd` out of the set until `release(fd)`, whatever libcurl asks meanwhile: read pacing for a plain
+    /// HTTP/1 connection, which costs one `epoll_ctl` each way, where `curl_easy_pause` costs that and libcurl's
+    /// own bookkeeping both ways, and a timer run of the transfer on resuming. Bytes wait in the kernel.
+    func hold(_ fd: Int32) {
+        guard self.held.insert(fd).inserted else { return }
+        self.unregister(fd)
+    }
+
+    /// Ends `hold(fd)`: the socket is watched again for what libcurl last asked (if it still asks anything).
+    func release(_ fd: Int32) {
+        guard self.held.remove(fd) != nil, let bits = self.interest[fd] else { return }
+        self.register(fd, bits)
+    }
+
+    /// Whether `fd` is held out of the set (tests).
+    func isHeld(_ fd: Int32) -> Bool { self.held.contains(fd) }
+
+    private func unregister(_ fd: Int32) {
+        guard self.registered.remove(fd) != nil else { return }
+        // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
+        _ = self.control(EPOLL_CTL_DEL, fd, nil)
+    }
+
+    private func register(_ fd: Int32, _ bits: UInt32) {
         var event = epoll_event(events: bits, data: epoll_data_t(u64: UInt64(UInt32(bitPattern: fd))))
         // Level-triggered, as libcurl expects: a socket with unread bytes is reported again on the next wait.
         // The other operation is the fallback for a set that changed behind our back: a socket closed without
@@ -147,8 +191,8 @@ final class CurlSocketEvents: @unchecked Sendable {
 }
 
 // Capture-free, so they convert to C function pointers; the events object comes back through the user pointer.
-private let curlSocketCallback: ccurl_socket_cb = { _, fd, what, clientp, _ in
-    Unmanaged<CurlSocketEvents>.fromOpaque(clientp!).takeUnretainedValue().watch(fd, what: what)
+private let curlSocketCallback: ccurl_socket_cb = { easy, fd, what, clientp, _ in
+    Unmanaged<CurlSocketEvents>.fromOpaque(clientp!).takeUnretainedValue().watch(fd, what: what, easy: easy)
     return 0
 }
 

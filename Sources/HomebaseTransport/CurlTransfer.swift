@@ -54,8 +54,16 @@ final class CurlTransfer: @unchecked Sendable {
     var isPaused = false
     /// A delivery asked for read pacing (`HTTPRequest.bodyPacing`): the loop pauses reading after this pass.
     var wantsPacingPause = false
-    /// Reading is paused for pacing (CURLPAUSE_RECV) until this time (monotonic ns).
+    /// Reading is paused for pacing until this time (monotonic ns): the socket held out of the loop's set
+    /// (`heldSocket`), or the transfer paused (CURLPAUSE_RECV).
     var pacedUntilNs: UInt64?
+    /// The socket read pacing holds out of the loop's set, while it does.
+    var heldSocket: Int32?
+    /// libcurl ran the transfer during a hold (a timer of its own, such as the connect phase's, came due) and
+    /// the write callback paused it, so that nothing is read before the tick; the tick resumes it.
+    var pausedWhileHeld = false
+    /// `mayHoldSocket`, once asked.
+    private var holdable: Bool?
     /// The consumer let go of a finished paced body: bytes are read and dropped until the response ends
     /// (the connection stays reusable) or this time (monotonic ns) passes (then it is aborted).
     var drainDeadlineNs: UInt64?
@@ -205,6 +213,22 @@ final class CurlTransfer: @unchecked Sendable {
         throw .transport(code: Int32(bitPattern: code.rawValue), message: message)
     }
 
+    /// Whether read pacing may hold the connection's socket out of the loop's set instead of pausing the
+    /// transfer with libcurl: plain HTTP/1, where the connection carries this transfer alone and libcurl holds
+    /// no decrypted bytes of its own (a TLS or multiplexed connection is paused through libcurl). Asked once.
+    var mayHoldSocket: Bool {
+        if let known = self.holdable { return known }
+        guard let easy = self.easy else { return false }
+        var version = 0
+        var scheme: UnsafeMutableRawPointer?
+        let plain = ccurl_getinfo_ptr(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK
+            && scheme.map { String(cString: $0.assumingMemoryBound(to: CChar.self)).lowercased() == "http" } == true
+        let http1 = ccurl_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK
+            && (version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1)
+        self.holdable = plain && http1
+        return plain && http1
+    }
+
     // MARK: libcurl callbacks (loop thread)
 
     /// One header line, terminator included (libcurl always passes whole lines).
@@ -267,6 +291,12 @@ final class CurlTransfer: @unchecked Sendable {
         self.sawBytes = true
         if self.drainDeadlineNs != nil {
             return bytes.count  // draining a finished body: nobody reads these
+        }
+        if self.heldSocket != nil {
+            // Pacing holds the socket, yet libcurl ran the transfer (on one of its timers): it keeps these bytes
+            // for the tick, paused like a full consumer.
+            self.pausedWhileHeld = true
+            return Int(CURL_WRITEFUNC_PAUSE)
         }
         if !self.headComplete {
             self.headCompleted()  // e.g. an HTTP/1.0 server with no blank line seen: body bytes end the head

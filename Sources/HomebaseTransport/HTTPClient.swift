@@ -29,6 +29,8 @@ public final class HTTPClient: Sendable {
     var loopWakeupsSent: Int { self.loop.wakeupsSent.load(ordering: .relaxed) }
     /// Passes the loop thread has made so far (tests count them).
     var loopPasses: Int { self.loop.passes.load(ordering: .relaxed) }
+    /// Paced reads that held their socket out of the loop's set (tests count them).
+    var pacingSocketHolds: Int { self.loop.socketHolds.load(ordering: .relaxed) }
 
     /// Sends `request` and returns the whole response, body buffered (at most `request.maxResponseBytes`).
     ///

@@ -90,6 +90,67 @@ struct CurlSocketEventsTests {
         #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
     }
 
+    @Test func aHeldSocketIsSilentUntilReleasedWithLibcurlsLatestWish() throws {
+        // Read pacing holds a plain HTTP/1 socket out of the set; libcurl, unaware, may change its wish meanwhile.
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        var byte: UInt8 = 7
+        #expect(write(pair.peer, &byte, 1) == 1)
+        events.hold(pair.ours)
+        #expect(events.isHeld(pair.ours))
+        events.wait(timeoutMs: 30)
+        #expect(events.ready.isEmpty)  // bytes wait in the kernel
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn | CurlSocketEvents.pollOut)
+        events.wait(timeoutMs: 30)
+        #expect(events.ready.isEmpty)  // still held
+        let calls = events.controlCalls
+        events.release(pair.ours)
+        #expect(events.controlCalls == calls + 1)  // one epoll_ctl back in
+        events.wait(timeoutMs: 0)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn | CurlSocketEvents.selectOut])
+        events.release(pair.ours)  // not held: nothing
+        #expect(events.controlCalls == calls + 1)
+    }
+
+    @Test func libcurlLettingGoOfAHeldSocketEndsTheHold() throws {
+        // The transfer ended while paced: libcurl's REMOVE ends the hold, so a release after it adds nothing,
+        // and the connection's next transfer (libcurl asks again) is watched at once, not held.
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        events.hold(pair.ours)
+        events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
+        #expect(!events.isHeld(pair.ours))
+        events.release(pair.ours)
+        var byte: UInt8 = 7
+        #expect(write(pair.peer, &byte, 1) == 1)
+        events.wait(timeoutMs: 30)
+        #expect(events.ready.isEmpty)  // not watched: libcurl let it go
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn)
+        events.wait(timeoutMs: 1000)
+        #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
+    }
+
+    @Test func eachEasyHandlesSocketIsKnownUntilForgotten() throws {
+        let events = CurlSocketEvents()
+        let pair = try Pair()
+        defer { pair.close() }
+        let easy = UnsafeMutableRawPointer(bitPattern: 0x1000)!
+        let other = UnsafeMutableRawPointer(bitPattern: 0x2000)!
+        #expect(events.socket(of: easy) == nil)
+        events.watch(pair.ours, what: CurlSocketEvents.pollIn, easy: easy)
+        events.watch(pair.peer, what: CurlSocketEvents.pollOut, easy: other)
+        #expect(events.socket(of: easy) == pair.ours)
+        #expect(events.socket(of: other) == pair.peer)
+        events.watch(pair.peer, what: CurlSocketEvents.pollRemove, easy: other)
+        #expect(events.socket(of: other) == nil)
+        events.forget(easy)  // the handle left the multi handle; its address may come back as another's
+        #expect(events.socket(of: easy) == nil)
+    }
+
     @Test func aClosedAndReusedDescriptorIsWatchedAfresh() throws {
         // libcurl closes a socket (the kernel drops it from the set) and may get the same number back for a new
         // one; its first `watch` must add it, not fail on a registration that is gone.

@@ -78,12 +78,21 @@ struct HTTPClientStreamingTests {
         var parser = SSEParser()
         var events: [String] = []
         var deliveries = 0
+        var times: [ContinuousClock.Instant] = []
         for try await piece in body {
             deliveries += 1
+            times.append(.now)
             pacing.start()
             events += try parser.append(piece).map(\.data)
         }
         #expect(events == Self.dripEvents)
+        // Nothing is read between ticks, not even when libcurl runs the transfer on a timer of its own during a
+        // hold (its connect phase leaves one, due about 200 ms in): reads stay about an interval apart (at
+        // least half of it by the resume rule; 40 ms leaves room for this task's scheduling).
+        let gaps = zip(times.dropFirst(), times.dropFirst(2)).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 >= .milliseconds(40) }, "gaps: \(gaps)")
+        // Plain HTTP/1: each pause held the socket out of the loop's set, without pausing the transfer.
+        #expect(client.pacingSocketHolds >= deliveries - 2, "\(client.pacingSocketHolds) holds, \(deliveries) deliveries")
         let passes = client.loopPasses - before
         // A few passes per delivery (read, pause, resume) and a few for the start and the end.
         #expect(passes <= 6 * deliveries + 20, "\(passes) passes for \(deliveries) deliveries")
