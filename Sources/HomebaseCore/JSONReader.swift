@@ -68,6 +68,23 @@ public struct JSONReader {
         return try result.get()
     }
 
+    /// Where the reader is: the offset in the text of the next byte it reads (after a member's colon, the
+    /// value's first byte).
+    public var offset: Int { self.parser.index }
+
+    /// The string value whose opening quote is at `quote` in `bytes`, decoded and checked exactly as `string()`
+    /// checks one, and the offset just past its closing quote.
+    public static func string(
+        in bytes: UnsafeBufferPointer<UInt8>, at quote: Int
+    ) throws(ParseError) -> (text: String, end: Int) {
+        var parser = JSONNodeParser(bytes: bytes)
+        parser.index = quote
+        guard quote >= 0, quote < bytes.count else { throw parser.fail(.unexpectedEnd) }
+        guard bytes[quote] == UInt8(ascii: "\"") else { throw parser.fail(.unexpectedByte(bytes[quote])) }
+        let text = try parser.string()
+        return (text, parser.index)
+    }
+
     /// The kind of the next value; consumes nothing.
     public func kind() throws(ParseError) -> Kind {
         switch try self.parser.peek() {

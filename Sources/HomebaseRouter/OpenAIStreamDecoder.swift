@@ -31,6 +31,10 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private(set) var isComplete = false
     /// Off only in tests, which check the fast path against the general one.
     var usesFastPath = true
+    /// The layout of the last plain text chunk read in full, for the next ones (`ChunkTemplate`).
+    private var template: ChunkTemplate?
+    /// Chunks read through `template` so far (tests check it is used).
+    private(set) var templateReads = 0
 
     mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
@@ -86,6 +90,11 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
                 events += try self.done()
                 return
             }
+            if let text = self.template?.text(of: data) {
+                self.templateReads += 1
+                if !text.isEmpty { events.append(.text(text)) }
+                return
+            }
             if self.decodeCommonChunk(data, into: &events) { return }
         }
         events += try self.decode(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
@@ -98,24 +107,33 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     /// last one counts, as in the general path.
     private mutating func decodeCommonChunk(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent]) -> Bool {
         let mark = events.count
-        guard let (finish, usage) = self.readCommonChunk(data, into: &events) else {
+        guard let (finish, usage, content) = self.readCommonChunk(data, into: &events) else {
             events.removeSubrange(mark...)
             return false
         }
         // Only now, when the whole chunk was understood, does it change the decoder's state.
         if let finish { self.finish = finish }
         if let usage { self.usage = usage }
+        // A chunk that only brings text: the next ones are likely the same bytes around other text.
+        self.template = content.map { ChunkTemplate(data, content: $0) }
         return true
     }
 
     /// The text of choice 0 appended to `events`, and the chunk's finish reason and usage; nil (the caller
-    /// takes back what was appended) when the chunk is not of the common shape.
+    /// takes back what was appended) when the chunk is not of the common shape. `content` is where the text's
+    /// string (quotes included) sits when the chunk brings that text and nothing else (`ChunkTemplate`).
     private func readCommonChunk(
         _ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent]
-    ) -> (FinishReason?, Usage?)? {
+    ) -> (finish: FinishReason?, usage: Usage?, content: Range<Int>?)? {
         guard let scan = try? JSONReader.read(data, { (reader: inout JSONReader) throws(JSONReader.ParseError) in
             try CommonChunk.read(&reader)
         }), !scan.error else { return nil }
+        var content: Range<Int>?
+        if let choices = scan.choices, choices.count == 1, choices[0].index == 0, case .absent = choices[0].finish,
+            case .absent = scan.usage
+        {
+            content = choices[0].contentRange
+        }
         var finish: FinishReason?
         for choice in scan.choices ?? [] {
             guard let index = choice.index else { return nil }
@@ -132,8 +150,8 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
             }
         }
         switch scan.usage {
-        case .absent: return (finish, nil)
-        case .usage(let usage): return (finish, usage)
+        case .absent: return (finish, nil, content)
+        case .usage(let usage): return (finish, usage, nil)
         case .invalid: return nil
         }
     }
@@ -234,6 +252,8 @@ private struct CommonChunk {
         /// The delta's text (`.some(nil)`: no text); nil when the delta is not of the common shape.
         var delta: String??
         var finish = Finish.absent
+        /// Where the string of the text in `delta` sits, quotes included, when the delta has one.
+        var contentRange: Range<Int>?
     }
 
     /// An `error` member that is not null.
@@ -262,7 +282,7 @@ private struct CommonChunk {
                         if key.matches("index") {
                             choice.index = try Self.index(&reader, position: position)
                         } else if key.matches("delta") {
-                            choice.delta = try Self.delta(&reader)
+                            (choice.delta, choice.contentRange) = try Self.delta(&reader)
                         } else if key.matches("finish_reason") {
                             choice.finish = try Self.finish(&reader)
                         } else {
@@ -290,14 +310,27 @@ private struct CommonChunk {
         return try reader.integerOrSkip()
     }
 
-    private static func delta(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> String?? {
-        if try reader.null() { return .some(nil) }
+    private static func delta(
+        _ reader: inout JSONReader
+    ) throws(JSONReader.ParseError) -> (content: String??, range: Range<Int>?) {
+        if try reader.null() { return (.some(nil), nil) }
         var content: String?? = .some(nil)
+        var range: Range<Int>?
         var toolCallsOK = true
         let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
             if key.matches("content") {
-                // Null is no text; another type is not the common shape (nil).
-                content = try reader.null() ? .some(nil) : try reader.stringOrSkip().map { .some($0) }
+                // Null is no text; another type is not the common shape (nil). Where a key repeats, the last
+                // one counts: so does its range.
+                let start = reader.offset
+                range = nil
+                if try reader.null() {
+                    content = .some(nil)
+                } else if let text = try reader.stringOrSkip() {
+                    content = .some(text)
+                    range = start..<reader.offset
+                } else {
+                    content = nil
+                }
             } else if key.matches("tool_calls") {
                 // Null or empty is the common shape; any call goes to the general path.
                 if try reader.null() {
@@ -314,7 +347,7 @@ private struct CommonChunk {
                 try reader.skip()
             }
         }
-        return isObject && toolCallsOK ? content : nil
+        return isObject && toolCallsOK ? (content, range) : (nil, nil)
     }
 
     private static func finish(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Finish {
@@ -337,5 +370,42 @@ private struct CommonChunk {
         }
         guard isObject, let prompt, let completion, prompt >= 0, completion >= 0 else { return .invalid }
         return .usage(Usage(promptTokens: prompt, completionTokens: completion))
+    }
+}
+
+/// The bytes of a text-only chunk around its text, learnt from one read in full (`decodeCommonChunk`), so that
+/// the next chunks of the stream, which a server writes alike but for the text (same id, time, model, keys in
+/// the same order), are read by comparing bytes and reading one string.
+///
+/// A chunk that starts with `prefix` (up to the text's opening quote) and ends with `suffix` (from its closing
+/// quote) is the learnt chunk with another string in the text's place: it decodes to that string's text and
+/// nothing else, exactly as the full read would (the rest of it was checked when it was learnt, and where a
+/// key repeats the learnt place is the one that counts). Anything else is read in full, and may be learnt.
+struct ChunkTemplate {
+    private let prefix: [UInt8]
+    private let suffix: [UInt8]
+
+    /// - Parameter content: where the text's string sits in `data`, quotes included.
+    init(_ data: UnsafeBufferPointer<UInt8>, content: Range<Int>) {
+        self.prefix = Array(data[..<(content.lowerBound + 1)])
+        self.suffix = Array(data[(content.upperBound - 1)...])
+    }
+
+    /// The text of `data` if it has the learnt layout; nil if not (or if the string in the text's place is not
+    /// one string exactly: an early quote, a bad escape, bad UTF-8).
+    func text(of data: UnsafeBufferPointer<UInt8>) -> String? {
+        let count = data.count
+        guard count >= self.prefix.count + self.suffix.count, let base = data.baseAddress else { return nil }
+        let matches = self.prefix.withUnsafeBytes { p in
+            self.suffix.withUnsafeBytes { s in
+                memcmp(base, p.baseAddress!, p.count) == 0
+                    && memcmp(base + (count - s.count), s.baseAddress!, s.count) == 0
+            }
+        }
+        guard matches,
+            let (text, end) = try? JSONReader.string(in: data, at: self.prefix.count - 1),
+            end == count - self.suffix.count + 1  // the string closed on the suffix's quote
+        else { return nil }
+        return text
     }
 }

@@ -226,6 +226,80 @@ import Testing
         }
     }
 
+    /// Decodes `datas` in order on one decoder, through the per-token entry (`decodeData`) or the general path
+    /// alone; the events and the end of the stream, or the first error, and the chunks read by their layout.
+    static func stream(_ datas: [[UInt8]], fast: Bool) -> (Result<[ChatEngineEvent], ChatEngineError>, Int) {
+        var decoder = OpenAIStreamDecoder()
+        decoder.usesFastPath = fast
+        var events: [ChatEngineEvent] = []
+        let result = Result { () throws(ChatEngineError) -> [ChatEngineEvent] in
+            for data in datas {
+                if fast {
+                    try data.withUnsafeBufferPointer { buffer throws(ChatEngineError) in
+                        try decoder.decodeData(buffer, into: &events)
+                    }
+                } else {
+                    events += try decoder.decode(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
+                }
+                if decoder.isComplete { return events }
+            }
+            return events + (try decoder.endOfStream())
+        }
+        return (result, decoder.templateReads)
+    }
+
+    /// A chunk read in full teaches the decoder its layout, and the next chunks with that layout are read by
+    /// comparing bytes and reading the one string: whatever stands in the text's place (escapes, an early quote,
+    /// a control character, broken UTF-8) and whatever byte changes around it, the outcome is the general path's.
+    @Test func chunksReadByTheirLearntLayoutDecodeAsTheGeneralPath() {
+        let before = #"{"id":"chatcmpl-633","object":"chat.completion.chunk","created":1795994458,"model":"qwen2.5:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"content":""#
+        let after = #""},"finish_reason":null}]}"#
+        func chunk(_ text: String) -> [UInt8] { Array((before + text + after).utf8) }
+        let texts = [
+            "Hel", "", " lo", #"\""#, #"a\\b"#, #"\n\t\u00e9\ud83d\ude00"#, "é😀", #"\u12"#, #"\x"#, #"\"#, #"a"b"#,
+            "\u{1}", #"\ud800"#, #"","x":""#, #""},"finish_reason":"stop"}]}{"a":""#,
+        ]
+        var candidates: [[UInt8]] = texts.map(chunk)
+        candidates.append(chunk("x") + [0x20])  // a trailing space: trimmed by the general path
+        candidates.append(Array(chunk("ab").dropLast()))
+        candidates.append(chunk("x").map { $0 == UInt8(ascii: "x") ? 0xFF : $0 })  // broken UTF-8
+        candidates.append(Array((before + "x" + #""},"finish_reason":"stop"}]}"#).utf8))
+        candidates.append(Array((before + "x" + #""},"finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#).utf8))
+        candidates.append(Array((#"{"choices":[{"index":0,"delta":{"content":"a","content":""# + "b" + after).utf8))
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]:,"\ 0123456789.-enulx"#.utf8)
+        for _ in 0..<1500 {
+            var bytes = chunk(texts.randomElement(using: &generator)!)
+            for _ in 0..<Int.random(in: 1...2, using: &generator) {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+            }
+            candidates.append(bytes)
+        }
+        let leads: [[[UInt8]]] = [
+            [chunk("first")],
+            // The first chunk (with the role) has another layout: the second one is learnt.
+            [Array(#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}"#.utf8), chunk("first")],
+            // A repeated key: the learnt place is the one that counts.
+            [Array((#"{"choices":[{"index":0,"delta":{"content":"a","content":""# + "b" + after).utf8)],
+            [],
+        ]
+        var templateReads = 0
+        for candidate in candidates {
+            for lead in leads {
+                let datas = lead + [candidate, chunk("next"), Array("[DONE]".utf8)]
+                let (fast, reads) = Self.stream(datas, fast: true)
+                let (general, _) = Self.stream(datas, fast: false)
+                #expect(fast == general, "\(String(decoding: candidate, as: UTF8.self).debugDescription)")
+                templateReads += reads
+            }
+        }
+        #expect(templateReads > 0)
+        // A clean stream: every chunk after the first is read by its layout.
+        let (clean, reads) = Self.stream([chunk("a"), chunk("b"), chunk(#"\"c"#), chunk(""), chunk("d"), Array("[DONE]".utf8)], fast: true)
+        #expect(clean == .success([.text("a"), .text("b"), .text("\"c"), .text("d"), .finished(.stop, nil)]))
+        #expect(reads == 4)
+    }
+
     /// Spaces, tabs and Unicode spaces around a chunk or the terminator are trimmed; other bytes are not.
     @Test func whitespaceAroundTheDataIsTrimmed() {
         let chunk = #"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}"#
