@@ -21,6 +21,11 @@ struct CurlSocketEventsTests {
             _ = Glibc.close(self.ours)
             _ = Glibc.close(self.peer)
         }
+        /// One byte from the peer, for `ours` to read.
+        func poke() {
+            var byte: UInt8 = 7
+            #expect(write(self.peer, &byte, 1) == 1)
+        }
     }
 
     func masks(_ events: CurlSocketEvents, fd: Int32) -> [Int32] {
@@ -34,8 +39,7 @@ struct CurlSocketEventsTests {
         events.watch(pair.ours, what: CurlSocketEvents.pollIn)
         events.wait(timeoutMs: 0)
         #expect(self.masks(events, fd: pair.ours).isEmpty)  // nothing to read yet
-        var byte: UInt8 = 7
-        #expect(write(pair.peer, &byte, 1) == 1)
+        pair.poke()
         events.wait(timeoutMs: 1000)
         #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
         // Level-triggered: unread bytes are reported again.
@@ -56,8 +60,7 @@ struct CurlSocketEventsTests {
         let pair = try Pair()
         defer { pair.close() }
         events.watch(pair.ours, what: CurlSocketEvents.pollIn)
-        var byte: UInt8 = 7
-        #expect(write(pair.peer, &byte, 1) == 1)
+        pair.poke()
         events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
         let start = ContinuousClock.now
         events.wait(timeoutMs: 50)
@@ -84,8 +87,7 @@ struct CurlSocketEventsTests {
         events.watch(pair.ours, what: CurlSocketEvents.pollRemove)  // not in the set: nothing to do
         events.watch(pair.ours, what: CurlSocketEvents.pollIn)  // add again
         #expect(events.controlCalls == 4)
-        var byte: UInt8 = 7
-        #expect(write(pair.peer, &byte, 1) == 1)
+        pair.poke()
         events.wait(timeoutMs: 1000)
         #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectIn])
     }
@@ -96,8 +98,7 @@ struct CurlSocketEventsTests {
         let pair = try Pair()
         defer { pair.close() }
         events.watch(pair.ours, what: CurlSocketEvents.pollIn)
-        var byte: UInt8 = 7
-        #expect(write(pair.peer, &byte, 1) == 1)
+        pair.poke()
         events.hold(pair.ours)
         #expect(events.isHeld(pair.ours))
         events.wait(timeoutMs: 30)
@@ -125,8 +126,7 @@ struct CurlSocketEventsTests {
         events.watch(pair.ours, what: CurlSocketEvents.pollRemove)
         #expect(!events.isHeld(pair.ours))
         events.release(pair.ours)
-        var byte: UInt8 = 7
-        #expect(write(pair.peer, &byte, 1) == 1)
+        pair.poke()
         events.wait(timeoutMs: 30)
         #expect(events.ready.isEmpty)  // not watched: libcurl let it go
         events.watch(pair.ours, what: CurlSocketEvents.pollIn)
