@@ -114,8 +114,15 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         // Only now, when the whole chunk was understood, does it change the decoder's state.
         if let finish { self.finish = finish }
         if let usage { self.usage = usage }
-        // A chunk that only brings text: the next ones are likely the same bytes around other text.
-        self.template = content.map { ChunkTemplate(data, content: $0) }
+        // A chunk that only brings text: the next ones are likely the same bytes around other text. (A server
+        // that varies other bytes per chunk, as OpenAI's `obfuscation` does, misses each time: the full read,
+        // and a re-learning that reuses the storage.)
+        if let content {
+            if self.template == nil { self.template = ChunkTemplate() }
+            self.template!.learn(data, content: content)
+        } else {
+            self.template = nil
+        }
         return true
     }
 
@@ -382,20 +389,24 @@ private struct CommonChunk {
 /// nothing else, exactly as the full read would (the rest of it was checked when it was learnt, and where a
 /// key repeats the learnt place is the one that counts). Anything else is read in full, and may be learnt.
 struct ChunkTemplate {
-    private let prefix: [UInt8]
-    private let suffix: [UInt8]
+    private var prefix: [UInt8] = []
+    private var suffix: [UInt8] = []
 
-    /// - Parameter content: where the text's string sits in `data`, quotes included.
-    init(_ data: UnsafeBufferPointer<UInt8>, content: Range<Int>) {
-        self.prefix = Array(data[..<(content.lowerBound + 1)])
-        self.suffix = Array(data[(content.upperBound - 1)...])
+    /// Learns `data`'s layout. - Parameter content: where the text's string sits in `data`, quotes included.
+    mutating func learn(_ data: UnsafeBufferPointer<UInt8>, content: Range<Int>) {
+        self.prefix.removeAll(keepingCapacity: true)
+        self.prefix.append(contentsOf: data[..<(content.lowerBound + 1)])
+        self.suffix.removeAll(keepingCapacity: true)
+        self.suffix.append(contentsOf: data[(content.upperBound - 1)...])
     }
 
     /// The text of `data` if it has the learnt layout; nil if not (or if the string in the text's place is not
     /// one string exactly: an early quote, a bad escape, bad UTF-8).
     func text(of data: UnsafeBufferPointer<UInt8>) -> String? {
         let count = data.count
-        guard count >= self.prefix.count + self.suffix.count, let base = data.baseAddress else { return nil }
+        guard !self.prefix.isEmpty, !self.suffix.isEmpty, count >= self.prefix.count + self.suffix.count,
+            let base = data.baseAddress
+        else { return nil }
         let matches = self.prefix.withUnsafeBytes { p in
             self.suffix.withUnsafeBytes { s in
                 memcmp(base, p.baseAddress!, p.count) == 0

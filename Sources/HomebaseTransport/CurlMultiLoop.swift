@@ -42,7 +42,7 @@ final class CurlMultiLoop: Sendable {
     /// The loop thread's `pthread_self()`, once it runs: work it posts to itself (a handler letting go of its
     /// transfer, a delivery resuming one) needs no wake-up through the eventfd, only another pass.
     private let loopThread = Atomic<UInt>(0)
-    /// The loop thread posted work to itself during the pass: the next poll must not sleep.
+    /// The loop thread posted work to itself during the pass: the next wait must not sleep.
     private let selfWakePending = Atomic<Bool>(false)
     /// Wake-ups sent to the loop thread from other threads (each one a write and a read of its eventfd).
     let wakeupsSent = Atomic<Int>(0)
@@ -190,7 +190,6 @@ final class CurlMultiLoop: Sendable {
                         if transfer.pacedUntilNs != nil || transfer.isPaused {
                             transfer.pacedUntilNs = nil
                             transfer.isPaused = false
-                            transfer.pausedWhileHeld = false
                             _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
                         }
                         continue
@@ -201,7 +200,6 @@ final class CurlMultiLoop: Sendable {
                     guard let easy = transfer.easy, active[easy] != nil, transfer.isPaused else { continue }
                     transfer.isPaused = false
                     transfer.pacedUntilNs = nil  // CONT below lifts a pacing pause too, and so a hold
-                    transfer.pausedWhileHeld = false
                     self.releaseHold(transfer)
                     transfer.lastActivityNs = Posix.monotonicNs
                     // May call the write callback right here with the held-back bytes (and pause again).
@@ -242,8 +240,9 @@ final class CurlMultiLoop: Sendable {
                         continue
                     }
                     // One wake-up of the consumer for everything this pass delivered (a pushed consumer
-                    // may start pacing right here, so the pause below follows its first text at once).
-                    if transfer.flushDelivery() {
+                    // may start pacing right here, so the pause below follows its first text at once). Bytes
+                    // libcurl read during a hold wait for the tick.
+                    if transfer.heldSocket == nil, transfer.flushDelivery() {
                         self.resume(transfer)
                     }
                     if let interval = transfer.pacingIntervalNs {
@@ -265,7 +264,7 @@ final class CurlMultiLoop: Sendable {
                 }
             }
             var timeout = Self.maxPollMilliseconds
-            // Read (and cleared) every pass, so a flag set in a pass that polls without sleeping anyway does
+            // Read (and cleared) every pass, so a flag set in a pass that waits without sleeping anyway does
             // not make the next one skip its sleep too.
             let selfWoken = self.selfWakePending.exchange(false, ordering: .relaxed)
             if unpaced || selfWoken {
@@ -309,12 +308,6 @@ final class CurlMultiLoop: Sendable {
             if transfer.heldSocket != nil {
                 // The socket is watched again: the next wait (at once) finds the bytes that came meanwhile.
                 self.releaseHold(transfer)
-                if transfer.pausedWhileHeld {
-                    // libcurl ran the transfer on a timer of its own during the hold, and the write callback
-                    // paused it: CONT hands those bytes over now (libcurl kept them).
-                    transfer.pausedWhileHeld = false
-                    _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
-                }
                 unpaced = true
             } else if !transfer.isPaused {
                 // May deliver what libcurl holds right here, which asks for the next pause.

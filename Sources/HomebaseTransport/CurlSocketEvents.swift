@@ -77,7 +77,7 @@ final class CurlSocketEvents: @unchecked Sendable {
     /// Ends the current (or next) `wait` at once. Any thread.
     func wake() {
         var one: UInt64 = 1
-        // EAGAIN means the counter is already non-zero, which is a pending wake-up: fine to ignore.
+        // Fails (EAGAIN) only if the counter would overflow, and then a wake-up is pending anyway.
         _ = Glibc.write(self.wakeFD, &one, 8)
     }
 

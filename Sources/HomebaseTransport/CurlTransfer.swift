@@ -1,5 +1,6 @@
 internal import CCurl
 internal import CCurlShim
+import Glibc
 import Synchronization
 
 /// One request in flight on a `CurlMultiLoop`: its easy handle, the head being parsed, and where results go.
@@ -57,11 +58,10 @@ final class CurlTransfer: @unchecked Sendable {
     /// Reading is paused for pacing until this time (monotonic ns): the socket held out of the loop's set
     /// (`heldSocket`), or the transfer paused (CURLPAUSE_RECV).
     var pacedUntilNs: UInt64?
-    /// The socket read pacing holds out of the loop's set, while it does.
+    /// The socket read pacing holds out of the loop's set, while it does. libcurl may still run the transfer
+    /// during a hold (a timer of its own came due) and read what the kernel has: the loop keeps such bytes
+    /// (at most one interval's worth) and hands them over after the tick, with the next read.
     var heldSocket: Int32?
-    /// libcurl ran the transfer during a hold (a timer of its own, such as the connect phase's, came due) and
-    /// the write callback paused it, so that nothing is read before the tick; the tick resumes it.
-    var pausedWhileHeld = false
     /// `mayHoldSocket`, once asked.
     private var holdable: Bool?
     /// The consumer let go of a finished paced body: bytes are read and dropped until the response ends
@@ -214,11 +214,12 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Whether read pacing may hold the connection's socket out of the loop's set instead of pausing the
-    /// transfer with libcurl: plain HTTP/1, where the connection carries this transfer alone and libcurl holds
-    /// no decrypted bytes of its own (a TLS or multiplexed connection is paused through libcurl). Asked once.
+    /// transfer with libcurl: plain HTTP/1 with no proxy, where the connection carries this transfer alone and
+    /// libcurl holds no decrypted bytes of its own (a TLS, proxied or multiplexed connection is paused through
+    /// libcurl). Asked once.
     var mayHoldSocket: Bool {
         if let known = self.holdable { return known }
-        guard let easy = self.easy else { return false }
+        guard let easy = self.easy, !Self.proxyConfigured else { return false }
         var version = 0
         var scheme: UnsafeMutableRawPointer?
         let plain = ccurl_getinfo_ptr(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK
@@ -227,6 +228,11 @@ final class CurlTransfer: @unchecked Sendable {
             && (version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1)
         self.holdable = plain && http1
         return plain && http1
+    }
+
+    /// A proxy variable libcurl reads is set (the proxy may be reached over TLS): no holds then.
+    private static let proxyConfigured = ["http_proxy", "all_proxy", "ALL_PROXY"].contains { (name: String) in
+        getenv(name).map { $0.pointee != 0 } ?? false
     }
 
     // MARK: libcurl callbacks (loop thread)
@@ -291,12 +297,6 @@ final class CurlTransfer: @unchecked Sendable {
         self.sawBytes = true
         if self.drainDeadlineNs != nil {
             return bytes.count  // draining a finished body: nobody reads these
-        }
-        if self.heldSocket != nil {
-            // Pacing holds the socket, yet libcurl ran the transfer (on one of its timers): it keeps these bytes
-            // for the tick, paused like a full consumer.
-            self.pausedWhileHeld = true
-            return Int(CURL_WRITEFUNC_PAUSE)
         }
         if !self.headComplete {
             self.headCompleted()  // e.g. an HTTP/1.0 server with no blank line seen: body bytes end the head
@@ -404,7 +404,7 @@ final class CurlTransfer: @unchecked Sendable {
                 self.headComplete = true
                 handler.head(head)
             }
-            // The last pass's bytes (read by the perform that also ended the transfer) before the end.
+            // The last bytes (read by the pass that also ended the transfer, or during a hold) before the end.
             if !self.body.isEmpty {
                 let bytes = self.body
                 self.body = []

@@ -67,8 +67,9 @@ public struct HTTPRequest: Sendable {
 ///
 /// Before `start()` every piece is delivered as it arrives, so the first useful bytes (a model's first token)
 /// are never held. After it, each delivery pauses reading for the cadence's interval; bytes the server sends
-/// meanwhile wait in the kernel's socket buffer and arrive together as the next piece. Nothing is buffered in
-/// the process that would not be anyway, and the idle timeout does not count paused time.
+/// meanwhile wait in the kernel's socket buffer and arrive together as the next piece (if libcurl reads some
+/// early, on a timer of its own, the client keeps them for that piece: at most one interval's bytes). The idle
+/// timeout does not count paused time.
 ///
 /// Pacing leaves the last bytes of a response (the chunked terminator) unread for up to an interval, and
 /// libcurl closes a connection whose response was not read to its end. So a consumer that has what it needs

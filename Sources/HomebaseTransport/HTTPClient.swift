@@ -25,7 +25,7 @@ public final class HTTPClient: Sendable {
         self.loop.shutdown()
     }
 
-    /// Wake-ups of the loop thread sent through libcurl's socket pair so far (tests count them).
+    /// Wake-ups of the loop thread sent through its eventfd from other threads so far (tests count them).
     var loopWakeupsSent: Int { self.loop.wakeupsSent.load(ordering: .relaxed) }
     /// Passes the loop thread has made so far (tests count them).
     var loopPasses: Int { self.loop.passes.load(ordering: .relaxed) }
