@@ -306,8 +306,11 @@ final class CurlMultiLoop: Sendable {
             transfer.pacedUntilNs = nil
             transfer.lastActivityNs = now  // paced time is not silence: the idle timeout counts from here
             if transfer.heldSocket != nil {
-                // The socket is watched again: the next wait (at once) finds the bytes that came meanwhile.
+                // The socket is watched again: the next wait (at once) finds the bytes that came meanwhile. A
+                // read libcurl made during the hold asked for a pause too: not now, or those bytes and the
+                // kernel's would wait another interval; the next pass reads and delivers, then holds again.
                 self.releaseHold(transfer)
+                transfer.wantsPacingPause = false
                 unpaced = true
             } else if !transfer.isPaused {
                 // May deliver what libcurl holds right here, which asks for the next pause.
