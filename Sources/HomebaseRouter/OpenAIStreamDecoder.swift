@@ -32,7 +32,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     /// Off only in tests, which check the fast path against the general one.
     var usesFastPath = true
     /// The layout of the last plain text chunk read in full, for the next ones (`ChunkTemplate`).
-    private var template: ChunkTemplate?
+    private var template = ChunkTemplate()
     /// Chunks read through `template` so far (tests check it is used).
     private(set) var templateReads = 0
 
@@ -90,7 +90,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
                 events += try self.done()
                 return
             }
-            if let text = self.template?.text(of: data) {
+            if let text = self.template.text(of: data) {
                 self.templateReads += 1
                 if !text.isEmpty { events.append(.text(text)) }
                 return
@@ -118,10 +118,9 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
         // that varies other bytes per chunk, as OpenAI's `obfuscation` does, misses each time: the full read,
         // and a re-learning that reuses the storage.)
         if let content {
-            if self.template == nil { self.template = ChunkTemplate() }
-            self.template!.learn(data, content: content)
+            self.template.learn(data, content: content)
         } else {
-            self.template = nil
+            self.template.forget()
         }
         return true
     }
@@ -398,6 +397,12 @@ struct ChunkTemplate {
         self.prefix.append(contentsOf: data[..<(content.lowerBound + 1)])
         self.suffix.removeAll(keepingCapacity: true)
         self.suffix.append(contentsOf: data[(content.upperBound - 1)...])
+    }
+
+    /// Nothing learnt: every chunk is read in full until the next text-only one.
+    mutating func forget() {
+        self.prefix.removeAll(keepingCapacity: true)
+        self.suffix.removeAll(keepingCapacity: true)
     }
 
     /// The text of `data` if it has the learnt layout; nil if not (or if the string in the text's place is not

@@ -32,10 +32,8 @@ final class CurlSocketEvents: @unchecked Sendable {
     private(set) var ready: [Ready] = []
     /// When libcurl wants `curl_multi_socket_action(CURL_SOCKET_TIMEOUT)` (monotonic ns); nil: no timer.
     var timerDeadlineNs: UInt64?
-    /// The sockets in the epoll set now, so a change of interest is one `epoll_ctl` (a paced transfer's
-    /// socket leaves the set and comes back on every read).
-    private var registered = Set<Int32>()
-    /// What libcurl asked to watch, per socket (epoll bits), held or not.
+    /// What libcurl asked to watch, per socket (epoll bits), held or not. A socket is in the epoll set when it
+    /// is here and not held (`inSet`), so a change of interest is one `epoll_ctl` of the right kind.
     private var interest: [Int32: UInt32] = [:]
     /// Sockets held out of the set by `hold` (read pacing) whatever libcurl asks, until `release`.
     private var held = Set<Int32>()
@@ -83,12 +81,14 @@ final class CurlSocketEvents: @unchecked Sendable {
 
     /// The socket callback: libcurl wants `fd` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no more (REMOVE).
     func watch(_ fd: Int32, what: Int32, easy: UnsafeMutableRawPointer? = nil) {
+        let wasInSet = self.inSet(fd)
         guard what != Self.pollRemove else {
             if let easy, self.sockets[easy] == fd { self.sockets[easy] = nil }
             // libcurl is done with the socket (its transfer ended, or it is about to close it): a hold ends too.
             self.interest[fd] = nil
             self.held.remove(fd)
-            self.unregister(fd)
+            // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
+            if wasInSet { _ = self.control(EPOLL_CTL_DEL, fd, nil) }
             return
         }
         var bits: UInt32 = 0
@@ -96,7 +96,7 @@ final class CurlSocketEvents: @unchecked Sendable {
         if what & Self.pollOut != 0 { bits |= EPOLLOUT.rawValue }
         self.interest[fd] = bits
         if let easy { self.sockets[easy] = fd }
-        if !self.held.contains(fd) { self.register(fd, bits) }
+        if !self.held.contains(fd) { self.register(fd, bits, adding: !wasInSet) }
     }
 
     /// The socket `easy`'s transfer is using, as libcurl last told the socket callback; nil if none.
@@ -109,31 +109,30 @@ final class CurlSocketEvents: @unchecked Sendable {
     /// HTTP/1 connection, which costs one `epoll_ctl` each way, where `curl_easy_pause` costs that and libcurl's
     /// own bookkeeping both ways, and a timer run of the transfer on resuming. Bytes wait in the kernel.
     func hold(_ fd: Int32) {
+        let wasInSet = self.inSet(fd)
         guard self.held.insert(fd).inserted else { return }
-        self.unregister(fd)
+        if wasInSet { _ = self.control(EPOLL_CTL_DEL, fd, nil) }
     }
 
     /// Ends `hold(fd)`: the socket is watched again for what libcurl last asked (if it still asks anything).
     func release(_ fd: Int32) {
         guard self.held.remove(fd) != nil, let bits = self.interest[fd] else { return }
-        self.register(fd, bits)
+        self.register(fd, bits, adding: true)
     }
 
     /// Whether `fd` is held out of the set (tests).
     func isHeld(_ fd: Int32) -> Bool { self.held.contains(fd) }
 
-    private func unregister(_ fd: Int32) {
-        guard self.registered.remove(fd) != nil else { return }
-        // Fails with EBADF/ENOENT when libcurl already closed the socket (the kernel then dropped it): fine.
-        _ = self.control(EPOLL_CTL_DEL, fd, nil)
-    }
+    /// Whether `fd` is in the epoll set: libcurl watches it and no hold keeps it out.
+    private func inSet(_ fd: Int32) -> Bool { self.interest[fd] != nil && !self.held.contains(fd) }
 
-    private func register(_ fd: Int32, _ bits: UInt32) {
+    /// Puts `fd` in the set (`adding`) or changes its bits there.
+    private func register(_ fd: Int32, _ bits: UInt32, adding: Bool) {
         var event = epoll_event(events: bits, data: epoll_data_t(u64: UInt64(UInt32(bitPattern: fd))))
         // Level-triggered, as libcurl expects: a socket with unread bytes is reported again on the next wait.
         // The other operation is the fallback for a set that changed behind our back: a socket closed without
         // a REMOVE (the kernel dropped it, and its number may be a new socket's now), or one already in it.
-        if self.registered.insert(fd).inserted {
+        if adding {
             if self.control(EPOLL_CTL_ADD, fd, &event) == EEXIST {
                 _ = self.control(EPOLL_CTL_MOD, fd, &event)
             }
