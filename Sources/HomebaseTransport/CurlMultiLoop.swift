@@ -50,6 +50,8 @@ final class CurlMultiLoop: Sendable {
     let passes = Atomic<Int>(0)
     /// Paced reads that held their socket out of the set rather than pausing the transfer (tests count them).
     let socketHolds = Atomic<Int>(0)
+    /// Holds ended (the socket returned to the set, or left with its transfer) (tests count them).
+    let holdReleases = Atomic<Int>(0)
 
     /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
     init(maxConnections: Int) {
@@ -206,10 +208,13 @@ final class CurlMultiLoop: Sendable {
                     _ = curl_easy_pause(easy, 0)  // 0 is CURLPAUSE_CONT, a macro Swift does not import
                 }
 
-                // libcurl runs the transfers of the sockets the last wait found ready, then those its timer
-                // is due for (new transfers, resumed ones, its own timeouts). Errors surface per transfer
-                // through info_read.
+                // libcurl runs the transfers of the sockets whose pacing tick came, of those the last wait
+                // found ready, then those its timer is due for (new transfers, resumed ones, its own
+                // timeouts). Errors surface per transfer through info_read.
                 var running: Int32 = 0
+                for socket in self.dueHolds(in: active, now: Posix.monotonicNs) {
+                    _ = curl_multi_socket_action(multi, socket, CurlSocketEvents.selectIn, &running)
+                }
                 for ready in self.events.ready {
                     _ = curl_multi_socket_action(multi, ready.fd, ready.mask, &running)
                 }
@@ -242,7 +247,7 @@ final class CurlMultiLoop: Sendable {
                     // One wake-up of the consumer for everything this pass delivered (a pushed consumer
                     // may start pacing right here, so the pause below follows its first text at once). Bytes
                     // libcurl read during a hold wait for the tick.
-                    if transfer.heldSocket == nil, transfer.flushDelivery() {
+                    if !transfer.isHeldUntilTick, transfer.flushDelivery() {
                         self.resume(transfer)
                     }
                     if let interval = transfer.pacingIntervalNs {
@@ -297,22 +302,36 @@ final class CurlMultiLoop: Sendable {
         Self.nextTick(after: now + min(interval / 2 + 2_000_000, interval), interval: interval)
     }
 
+    /// The held sockets whose pacing tick has come (the transfers' `pacedUntilNs` is cleared), for the pass to
+    /// read at once, still out of the set: if the read brings text, the socket stays out for the next interval
+    /// without an `epoll_ctl` either way (`pace`); otherwise it returns to the set. Reading on the tick rather
+    /// than putting the socket back and waiting for the kernel to report it saves two `epoll_ctl`s and a pass
+    /// per paced read. A hold libcurl ended (it removed the socket) is over: nothing to read here.
+    private func dueHolds(in active: [UnsafeMutableRawPointer: CurlTransfer], now: UInt64) -> [Int32] {
+        var due: [Int32] = []
+        for transfer in active.values {
+            guard let socket = transfer.heldSocket, let until = transfer.pacedUntilNs, until <= now else { continue }
+            transfer.pacedUntilNs = nil
+            transfer.lastActivityNs = now  // paced time is not silence: the idle timeout counts from here
+            if self.events.isHeld(socket) {
+                due.append(socket)
+            } else {
+                transfer.heldSocket = nil
+            }
+        }
+        return due
+    }
+
     /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`; when
     /// the time is up, read again (`unpaced` asks the loop for another pass at once).
     private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: UInt64,
                       now: UInt64, unpaced: inout Bool) {
         if let until = transfer.pacedUntilNs {
-            guard until <= now else { return }
+            // A hold's tick is the next pass's to read (`dueHolds`); the loop's deadline makes that pass come.
+            guard until <= now, transfer.heldSocket == nil else { return }
             transfer.pacedUntilNs = nil
             transfer.lastActivityNs = now  // paced time is not silence: the idle timeout counts from here
-            if transfer.heldSocket != nil {
-                // The socket is watched again: the next wait (at once) finds the bytes that came meanwhile. A
-                // read libcurl made during the hold asked for a pause too: not now, or those bytes and the
-                // kernel's would wait another interval; the next pass reads and delivers, then holds again.
-                self.releaseHold(transfer)
-                transfer.wantsPacingPause = false
-                unpaced = true
-            } else if !transfer.isPaused {
+            if !transfer.isPaused {
                 // May deliver what libcurl holds right here, which asks for the next pause.
                 _ = curl_easy_pause(easy, 0)  // CURLPAUSE_CONT
                 unpaced = true
@@ -322,7 +341,10 @@ final class CurlMultiLoop: Sendable {
             transfer.wantsPacingPause = false
             // A transfer the consumer paused (buffer full) stays paused until it resumes it.
             guard !transfer.isPaused, transfer.pacedUntilNs == nil else { return }
-            if transfer.mayHoldSocket, let socket = self.events.socket(of: easy) {
+            if transfer.heldSocket != nil {
+                // Read on its tick, still held: it stays out of the set for another interval.
+                self.socketHolds.add(1, ordering: .relaxed)
+            } else if transfer.mayHoldSocket, let socket = self.events.socket(of: easy) {
                 // The socket is left unread: out of the set until the tick.
                 self.events.hold(socket)
                 transfer.heldSocket = socket
@@ -331,6 +353,9 @@ final class CurlMultiLoop: Sendable {
                 _ = curl_easy_pause(easy, 1)  // CURLPAUSE_RECV: the socket is left unread until CONT
             }
             transfer.pacedUntilNs = Self.resumeTick(after: now, interval: interval)
+        } else if transfer.heldSocket != nil, transfer.pacedUntilNs == nil {
+            // The tick's read brought nothing to deliver: the kernel reports the next bytes.
+            self.releaseHold(transfer)
         }
     }
 
@@ -339,5 +364,6 @@ final class CurlMultiLoop: Sendable {
         guard let socket = transfer.heldSocket else { return }
         transfer.heldSocket = nil
         self.events.release(socket)
+        self.holdReleases.add(1, ordering: .relaxed)
     }
 }

@@ -62,6 +62,8 @@ final class CurlTransfer: @unchecked Sendable {
     /// during a hold (a timer of its own came due) and read what the kernel has: the loop keeps such bytes
     /// (at most one interval's worth) and hands them over after the tick, with the next read.
     var heldSocket: Int32?
+    /// Within a hold's interval: bytes libcurl reads now wait for the tick.
+    var isHeldUntilTick: Bool { self.heldSocket != nil && self.pacedUntilNs != nil }
     /// `mayHoldSocket`, once asked.
     private var holdable: Bool?
     /// The consumer let go of a finished paced body: bytes are read and dropped until the response ends

@@ -99,6 +99,32 @@ struct HTTPClientStreamingTests {
         print("paused stream: \(passes) loop passes for \(deliveries) deliveries")
     }
 
+    @Test func aTickReadsTheHeldSocketWhereItIs() async throws {
+        // Each tick reads the held socket where it is, out of the loop's set: the server writes every few
+        // milliseconds, so the read finds text and the socket stays out for the next interval. Only a tick
+        // that finds nothing (the server lagging) puts it back, and the transfer's end ends its last hold.
+        // Putting it back on every tick and waiting for the kernel to report it would cost two `epoll_ctl`s
+        // and a pass per read.
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        let pacing = HTTPBodyPacing(interval: .milliseconds(20))
+        var request = HTTPRequest(url: server.url("/drip"))
+        request.bodyPacing = pacing
+        let (_, body) = try await client.stream(request)
+        var parser = SSEParser()
+        var events: [String] = []
+        var deliveries = 0
+        for try await piece in body {
+            deliveries += 1
+            pacing.start()
+            events += try parser.append(piece).map(\.data)
+        }
+        #expect(events == Self.dripEvents)
+        #expect(deliveries >= 8, "\(deliveries) deliveries")
+        #expect(client.pacingSocketHolds >= deliveries - 2, "\(client.pacingSocketHolds) holds, \(deliveries) deliveries")
+        #expect(client.pacingHoldReleases <= 4, "\(client.pacingHoldReleases) releases, \(deliveries) deliveries")
+    }
+
     @Test func aChangedCadenceAppliesToAStreamAlreadyPaced() async throws {
         let server = try await HTTPClientTestServer.start()
         let cadence = HTTPReadCadence(interval: .milliseconds(10))
