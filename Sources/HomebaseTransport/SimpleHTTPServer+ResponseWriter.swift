@@ -25,6 +25,8 @@ public final class HTTPResponseWriter: Sendable {
         var clientGone = false
         /// A stream was started; without chunked coding its end is the connection's end.
         var streamed = false
+        /// A streamed response's head, held back to go out with the first chunk (or the end).
+        var pendingHead: [UInt8]?
     }
 
     private let fd: Int32
@@ -58,9 +60,13 @@ public final class HTTPResponseWriter: Sendable {
         self.respond(status: status, headers: headers, body: Array(body.utf8))
     }
 
-    /// Sends the head of a streamed response (chunked transfer coding). Returns false if the client is gone.
+    /// Starts a streamed response (chunked transfer coding) and sends its head. Returns false if the client is
+    /// gone.
+    /// - Parameter headWithFirstChunk: hold the head back and send it in one write with the first chunk (or the
+    ///   end), as Go's net/http does for a handler that writes nothing before its first flush: Ollama's
+    ///   streaming endpoints send nothing at all until the first token (or progress line) is ready.
     @discardableResult
-    public func startStream(status: Int, headers: [(String, String)] = []) -> Bool {
+    public func startStream(status: Int, headers: [(String, String)] = [], headWithFirstChunk: Bool = false) -> Bool {
         self.state.withLock { state in
             precondition(state.phase == .idle || state.phase == .aborted, "response already started")
             guard state.phase == .idle else { return false }
@@ -74,6 +80,10 @@ public final class HTTPResponseWriter: Sendable {
                 fields.removeAll { $0.name.lowercased() == "connection" }
                 fields.append(HTTPHeaderField(name: "Connection", value: "close"))
                 head = HTTPResponseEncoder.head(status: status, headers: fields)
+            }
+            if headWithFirstChunk && !self.isHead {
+                state.pendingHead = head
+                return true
             }
             if !ServerSocket.sendAll(self.fd, head) { state.clientGone = true }
             if self.isHead { state.phase = .finished }
@@ -93,7 +103,12 @@ public final class HTTPResponseWriter: Sendable {
             }
             guard !state.clientGone else { return false }
             if bytes.isEmpty { return true }
-            let ok = ServerSocket.sendAll(self.fd, self.chunked ? HTTPResponseEncoder.chunk(bytes) : bytes)
+            var out = self.chunked ? HTTPResponseEncoder.chunk(bytes) : bytes
+            if let head = state.pendingHead {
+                state.pendingHead = nil
+                out = head + out
+            }
+            let ok = ServerSocket.sendAll(self.fd, out)
             if !ok { state.clientGone = true }
             return ok
         }
@@ -104,7 +119,10 @@ public final class HTTPResponseWriter: Sendable {
         self.state.withLock { state in
             guard state.phase == .streaming else { return }
             state.phase = .finished
-            if self.chunked && !state.clientGone && !ServerSocket.sendAll(self.fd, HTTPResponseEncoder.lastChunk) {
+            let head = state.pendingHead ?? []
+            state.pendingHead = nil
+            let tail = self.chunked ? HTTPResponseEncoder.lastChunk : []
+            if !state.clientGone && !(head.isEmpty && tail.isEmpty) && !ServerSocket.sendAll(self.fd, head + tail) {
                 state.clientGone = true
             }
         }

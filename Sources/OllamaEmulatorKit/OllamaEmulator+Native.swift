@@ -142,7 +142,7 @@ extension OllamaEmulator {
             self.install(EmulatedModel(name: name))
             return self.respondJSON(writer, 200, .object([("status", .string("success"))]))
         }
-        guard writer.startStream(status: 200, headers: [Self.ndjsonType]) else { return }
+        guard writer.startStream(status: 200, headers: [Self.ndjsonType], headWithFirstChunk: true) else { return }
         func line(_ value: JSONValue) -> Bool {
             writer.writeChunk(value.bytes + [UInt8(ascii: "\n")])
         }

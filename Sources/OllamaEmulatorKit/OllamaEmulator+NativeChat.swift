@@ -70,7 +70,7 @@ extension OllamaEmulator {
             guard case .completed = outcome else { return }
             return self.respondJSON(writer, 200, final(content: plan.tokens.joined()))
         }
-        guard writer.startStream(status: 200, headers: [Self.ndjsonType]) else { return }
+        guard writer.startStream(status: 200, headers: [Self.ndjsonType], headWithFirstChunk: true) else { return }
         let outcome = self.paced(items, plan: plan, writer: writer) { i in
             if i == 0 { firstTokenAt = .now }
             let content = plan.toolCall == nil ? plan.tokens[i] : ""

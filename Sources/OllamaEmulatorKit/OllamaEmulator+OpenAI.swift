@@ -90,7 +90,7 @@ extension OllamaEmulator {
         func choice(_ delta: [(String, JSONValue)], finish: String?) -> JSONValue {
             .object([("index", .int(0)), ("delta", .object(delta)), ("finish_reason", finish.map { .string($0) } ?? .null)])
         }
-        guard writer.startStream(status: 200, headers: [Self.sseType]) else { return }
+        guard writer.startStream(status: 200, headers: [Self.sseType], headWithFirstChunk: true) else { return }
         let outcome = self.paced(items, plan: plan, writer: writer) { i in
             var delta: [(String, JSONValue)] = []
             if i == 0 || legacy { delta.append(("role", .string("assistant"))) }

@@ -193,6 +193,19 @@ import Testing
         }
     }
 
+    @Test func aStreamSendsNothingBeforeItsFirstToken() throws {
+        // As Ollama (Go's net/http): a streaming handler's head leaves with its first write, the first token.
+        try self.withEmulator({ $0.firstTokenMs = 400 }) { (client: RawHTTPClient) throws in
+            let chat = #"{"model":"qwen2.5:7b","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}"#
+            for path in ["/v1/chat/completions", "/api/chat"] {
+                let early = try client.exchange("POST", path, body: chat, headers: [], timeoutMs: 150)
+                #expect(early.isEmpty, "\(path): \(String(decoding: early, as: UTF8.self))")
+                let r = try client.send("POST", path, body: chat)
+                #expect(r.head.status == 200 && r.complete)
+            }
+        }
+    }
+
     @Test func faultSpecParsing() throws {
         let f = try EmulatorFault(parsing: "slow-load=10;stall-after=3,http-500")
         #expect(f.slowLoadMs == 10 && f.stallAfterTokens == 3 && f.http500)

@@ -76,6 +76,29 @@ import Testing
         }
     }
 
+    @Test func aHeadHeldForTheFirstChunkLeavesWithIt() throws {
+        let request = Array("GET /s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".utf8)
+        try self.withServer({ request, writer in
+            writer.startStream(status: 200, headers: [("Content-Type", "text/plain")], headWithFirstChunk: true)
+            if request.path == "/s" {
+                _ = writer.waitForDisconnect(timeoutMs: 400)
+                _ = writer.writeChunk(Array("hello".utf8))
+            }
+            writer.finish()
+        }) { _, client in
+            // Nothing at all before the first chunk, not even the status line.
+            #expect(try client.raw(request, timeoutMs: 150).isEmpty)
+            let text = String(decoding: try client.raw(request), as: UTF8.self)
+            #expect(text == "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            // A stream that ends without a chunk sends its head with the end.
+            let empty = String(decoding: try client.raw(Array("GET /e HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".utf8)),
+                               as: UTF8.self)
+            #expect(empty == "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        }
+    }
+
     @Test func stopEndsHandlersBlockedWaitingOnTheClient() throws {
         let server = SimpleHTTPServer { _, writer in
             writer.startStream(status: 200)
