@@ -30,6 +30,8 @@ final class InferenceStream: ChatEventSink {
         var pieces = 0
         var handle: ChatStreamHandle?
         var flushTask: Task<Void, Never>?
+        /// When a chunk last asked for a RECEIPT (monotonic ms); nil before the first chunk.
+        var lastReceiptAskedMs: UInt64?
     }
 
     private let id: String
@@ -38,6 +40,7 @@ final class InferenceStream: ChatEventSink {
     private let messenger: any PeerMessenger
     private let maxContentBytes: Int
     private let maxChunkTextBytes: Int
+    private let receiptIntervalMs: UInt64
     private let clock: ServiceClock
     private let onEnd: @Sendable (End) -> Void
     private let onRequesterGone: @Sendable () -> Void
@@ -57,6 +60,7 @@ final class InferenceStream: ChatEventSink {
         self.messenger = messenger
         self.maxContentBytes = limits.maxContentBytes
         self.maxChunkTextBytes = limits.maxChunkTextBytes
+        self.receiptIntervalMs = limits.chunkReceiptIntervalMs
         self.clock = clock
         self.onEnd = onEnd
         self.onRequesterGone = onRequesterGone
@@ -162,13 +166,20 @@ final class InferenceStream: ChatEventSink {
         switch decision {
         case .emit(let text):
             // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each.
+            let now = self.clock.monotonicMs()
             for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
                 let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: piece)
                 s.nextSeq += 1
-                let gone = self.onRequesterGone
-                self.messenger.send(.inferChunk(chunk), to: self.peer, channel: self.channel, store: false) { outcome in
-                    if outcome.isFailure { gone() }
+                // Whether the requester is still there, asked of the relay at most once per receipt interval
+                // (Protocol/messages.md §2, host rule 4): the first chunk, then one at least that long after.
+                var onReceipt: (@Sendable (SendOutcome) -> Void)?
+                if s.lastReceiptAskedMs.map({ now >= $0 + self.receiptIntervalMs }) ?? true {
+                    s.lastReceiptAskedMs = now
+                    let gone = self.onRequesterGone
+                    onReceipt = { outcome in if outcome.isFailure { gone() } }
                 }
+                self.messenger.send(.inferChunk(chunk), to: self.peer, channel: self.channel, store: false,
+                                    onReceipt: onReceipt)
             }
         case .holdUntil(let due):
             guard s.flushTask == nil else { return }

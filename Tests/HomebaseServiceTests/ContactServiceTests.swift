@@ -300,7 +300,8 @@ extension Message {
                 .joined() == "de"
         }
         h.hub.disconnect(g.key)
-        h.clock.advance(ms: 100)  // the next piece is due at once, no coalescer hold
+        // The next piece is due at once (no coalescer hold) and, past the receipt interval, asks for a RECEIPT.
+        h.clock.advance(ms: 600)
         h.engine.gate.open()
         await eventually("usage of x3") {
             (try? h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 2

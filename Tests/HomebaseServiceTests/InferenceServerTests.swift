@@ -299,7 +299,8 @@ import Testing
         h.request("g1", from: phone.messenger)
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         h.hub.disconnect(phone.key)
-        h.clock.advance(ms: 100)
+        // Past the receipt interval, so the chunk "two" asks whether the requester is still there.
+        h.clock.advance(ms: 600)
         engine.gate.open()
         // The chunk "two" gets RECEIPT 2: the host stops generating and sends nothing more.
         await eventually("engine stream terminated") { engine.cancellations == 1 }

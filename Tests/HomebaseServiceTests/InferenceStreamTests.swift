@@ -53,6 +53,49 @@ import Testing
         #expect(ends.count == 0)  // stopped by the server: the server knows
     }
 
+    /// Records each send and whether it asked for a RECEIPT; answers `outcome` to those that did.
+    final class ReceiptRecorder: PeerMessenger {
+        let publicKey = testKey(1)
+        let inbound = AsyncStream<InboundMessage> { _ in }
+        let events = AsyncStream<MessengerEvent> { _ in }
+        let isConnected = true
+        let log = Mutex<[(type: String, askedReceipt: Bool)]>([])
+        let outcome = Mutex(SendOutcome.receipt(.delivered))
+        func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
+                  onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+            self.log.withLock { $0.append((message.type, onReceipt != nil)) }
+            onReceipt?(self.outcome.withLock { $0 })
+        }
+    }
+
+    @Test func chunksAskForAReceiptAtMostOncePerInterval() {
+        let messenger = ReceiptRecorder()
+        let now = Mutex<UInt64>(1_000)
+        let gone = Counter()
+        var limits = InferenceLimits(coalesceDelayMs: 0)
+        limits.chunkReceiptIntervalMs = 500
+        let stream = InferenceStream(
+            id: "r1", peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: false,
+            clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } }),
+            onEnd: { _ in }, onRequesterGone: { gone.add() })
+        func read(_ text: String, at ms: UInt64) {
+            now.withLock { $0 = ms }
+            stream.events([.text(text)])
+        }
+        read("a", at: 1_000)  // the first chunk asks
+        read("b", at: 1_100)
+        read("c", at: 1_499)
+        read("d", at: 1_500)  // 500 ms after the last ask
+        read("e", at: 1_700)
+        messenger.outcome.withLock { $0 = .receipt(.recipientOffline) }
+        read("f", at: 1_900)  // not asked: the requester's going is not heard yet
+        #expect(gone.count == 0)
+        read("g", at: 2_000)  // asked, and the RECEIPT says gone
+        #expect(gone.count == 1)
+        let chunks = messenger.log.withLock { $0 }.filter { $0.type == "infer.chunk" }
+        #expect(chunks.map(\.askedReceipt) == [true, false, false, true, false, false, true])
+    }
+
     @Test func theHandleIsLetGoOnStopAndNotKeptWhenAttachedLate() async {
         let hub = LoopbackMessengerHub()
         let ends = Counter()
