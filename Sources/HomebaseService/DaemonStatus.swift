@@ -1,8 +1,9 @@
 import Foundation
 import HomebaseCore
 
-/// What the running daemon reports about itself, written to the state database within 250 ms of a change and
-/// every 2 s, so `homebase status` and `homebase models` answer whether or not they can reach it.
+/// What the running daemon reports about itself, written to the state database at start and within 250 ms of a
+/// change, so `homebase status` and `homebase models` answer whether or not they can reach it. Whether a daemon
+/// runs at all is its lock's to say (`DaemonLock`), not this report's age: `HomebaseState.liveDaemonStatus()`.
 public struct DaemonStatus: Codable, Equatable, Sendable {
     /// The runtime's models as the daemon last saw them (the same shape adverts are built from).
     public typealias Model = RuntimeModelInfo
@@ -18,9 +19,6 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var runtimeError: String?
     public var models: [Model]
 
-    /// A report older than this means the daemon is not running (it writes every 2 s).
-    public static let staleAfterMs: UInt64 = 10_000
-
     public init(pid: Int32, updatedAtMs: UInt64, relayURL: String, relayConnected: Bool, runtime: RuntimeStatus) {
         self.pid = pid
         self.updatedAtMs = updatedAtMs
@@ -33,8 +31,6 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
         self.runtimeError = runtime.lastError
         self.models = runtime.models
     }
-
-    public func isFresh(nowMs: UInt64) -> Bool { nowMs < self.updatedAtMs + Self.staleAfterMs }
 }
 
 extension HomebaseState {
@@ -46,6 +42,20 @@ extension HomebaseState {
         guard let data = try? self.keyValues.data(Self.daemonStatusKey) else { return nil }
         return try? JSONDecoder().decode(DaemonStatus.self, from: Data(data))
     }
+
+    /// Where the daemon's lock lives: beside the state database (nil for a database in memory).
+    public var daemonLockPath: String? {
+        let path = self.database.path
+        guard path != ":memory:" else { return nil }
+        let directory = (path as NSString).deletingLastPathComponent
+        return (directory.isEmpty ? "." : directory) + "/" + DaemonLock.fileName
+    }
+
+    /// Whether a daemon runs on this state now (it holds the lock).
+    public var daemonIsRunning: Bool { self.daemonLockPath.map(DaemonLock.isHeld(path:)) ?? false }
+
+    /// The running daemon's report; nil when no daemon runs (a report left by one that ended is stale).
+    public func liveDaemonStatus() -> DaemonStatus? { self.daemonIsRunning ? self.daemonStatus() : nil }
 
     /// Written by the daemon only; not a state change the daemon itself must reload (no version bump).
     public func setDaemonStatus(_ status: DaemonStatus) throws {

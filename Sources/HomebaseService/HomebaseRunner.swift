@@ -8,7 +8,8 @@ import HomebaseTransport
 /// `homebase run`: builds the daemon from the state database and runs it until stopped.
 ///
 /// It owns the tasks: the relay messenger, the runtime monitor (test-before-persist, periodic re-verification),
-/// the daemon, and a reporter that writes `DaemonStatus` for the CLI subcommands every 2 s and on change.
+/// the daemon, and a reporter that writes `DaemonStatus` for the CLI subcommands at start and on change. It holds
+/// the state's `DaemonLock` while it runs, so a second daemon on the same state stops at start.
 public final class HomebaseRunner: Sendable {
     public struct Options: Sendable {
         /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; seed 000 §4), reading
@@ -39,6 +40,10 @@ public final class HomebaseRunner: Sendable {
     /// Runs until `stop()`.
     public func run() async throws {
         guard try self.state.isInitialized else { throw CLIError("not initialised; run 'homebase init --relay URL'") }
+        let lock = try self.state.daemonLockPath.map { path throws(DaemonLock.Failure) in
+            try DaemonLock.acquire(path: path)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let settings = try self.state.settings()
         let identity = try self.state.deviceKey()
         let directory = PeerDirectory(selfKey: identity.publicKey, roster: try self.state.currentRoster())
@@ -86,23 +91,20 @@ public final class HomebaseRunner: Sendable {
         self.logger.notice("Homebase stopped")
     }
 
-    /// Writes the daemon's status for the CLI: within 250 ms of a change (relay link, runtime), and every 2 s
-    /// anyway so a reader can tell a live daemon from a stale report.
+    /// Writes the daemon's status for the CLI at start and within 250 ms of a change (relay link, runtime). No
+    /// heartbeat: the lock says whether the daemon runs, so an idle daemon writes nothing.
     private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String) async {
         let pid = ProcessInfo.processInfo.processIdentifier
         var last: (connected: Bool, runtime: RuntimeStatus)?
-        var lastWriteMs: UInt64 = 0
         while !Task.isCancelled {
             let connected = messenger.isConnected
             let runtime = monitor.current
-            let now = Posix.wallClockMs
-            if last.map({ $0.connected != connected || $0.runtime != runtime }) ?? true || now >= lastWriteMs + 2_000 {
-                let status = DaemonStatus(pid: pid, updatedAtMs: now, relayURL: relayURL, relayConnected: connected,
-                                          runtime: runtime)
+            if last.map({ $0.connected != connected || $0.runtime != runtime }) ?? true {
+                let status = DaemonStatus(pid: pid, updatedAtMs: Posix.wallClockMs, relayURL: relayURL,
+                                          relayConnected: connected, runtime: runtime)
                 do {
                     try self.state.setDaemonStatus(status)
                     last = (connected, runtime)
-                    lastWriteMs = now
                 } catch {
                     self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])
                 }

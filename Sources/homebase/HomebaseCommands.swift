@@ -27,8 +27,7 @@ struct HomebaseCommands {
     func status() throws {
         let settings = try self.state.settings()
         let pk = try self.state.deviceKey().publicKey
-        let now = Posix.wallClockMs
-        let daemon = self.state.daemonStatus().flatMap { $0.isFresh(nowMs: now) ? $0 : nil }
+        let daemon = self.state.liveDaemonStatus()
         let roster = try self.state.currentRoster()
         let siblings = roster?.payload.devices.filter { $0.pk != pk.hex } ?? []
         if self.args.flag("json") {
@@ -63,9 +62,8 @@ struct HomebaseCommands {
     }
 
     func models() async throws {
-        let now = Posix.wallClockMs
         var models: [DaemonStatus.Model]
-        if let d = self.state.daemonStatus(), d.isFresh(nowMs: now) {
+        if let d = self.state.liveDaemonStatus() {
             models = d.models
         } else {
             // No daemon: ask Ollama directly, so the command works either way.
@@ -153,10 +151,8 @@ struct HomebaseCommands {
               : "saved; 'homebase run' sends the signed grant when it starts")
     }
 
-    /// Whether a daemon is running on this state (its status report is fresh).
-    private var daemonRunning: Bool {
-        self.state.daemonStatus()?.isFresh(nowMs: Posix.wallClockMs) ?? false
-    }
+    /// Whether a daemon is running on this state (it holds the state's lock).
+    private var daemonRunning: Bool { self.state.daemonIsRunning }
 
     func revoke(_ guestHex: String) throws {
         let guest = try Self.guestKey(guestHex)

@@ -162,7 +162,7 @@ struct CLISmokeTests {
                                     environment: self.environment)
             daemons.append(daemon)
 
-            // `status --json` reads what the daemon writes every 2 s: wait for the relay and the runtime.
+            // `status --json` reads what the daemon writes on change: wait for the relay and the runtime.
             var status: [String: Any]?
             let ready = await eventually(.seconds(15)) {
                 status = try? self.run("homebase", ["--state", hb, "status", "--json"]).json
@@ -174,6 +174,22 @@ struct CLISmokeTests {
             #expect((status?["runtime"] as? [String: Any])?["verified"] as? Bool == true)
             let tags = (status?["models"] as? [[String: Any]])?.compactMap { $0["tag"] as? String } ?? []
             #expect(tags.contains("qwen2.5:7b"), "models \(tags)")
+
+            // A second daemon on the same state stops at once, naming the first: it holds the state's lock.
+            let secondDirectory = self.directory + "/second"
+            try FileManager.default.createDirectory(atPath: secondDirectory, withIntermediateDirectories: true)
+            let second = try Daemon("homebase", ["--state", hb, "run"], directory: secondDirectory,
+                                    environment: self.environment)
+            let exited = await eventually(.seconds(10)) { !second.process.isRunning }
+            #expect(exited, "a second daemon kept running on the same state")
+            if exited {
+                #expect(second.process.terminationStatus != 0)
+                let pid = daemon.process.processIdentifier
+                #expect(second.stderr.contains("another homebase daemon is running on this state (pid \(pid))"),
+                        "\(second.stderr)")
+            } else {
+                await second.stop()
+            }
 
             let pair = try self.run("homebase", ["--state", hb, "pair"])
             #expect(pair.status == 0)
@@ -210,6 +226,10 @@ struct CLISmokeTests {
             // SIGTERM stops the daemon cleanly; the handset then answers on-device, reason offline.
             let exit = await daemon.stop()
             #expect(exit == 0, "homebase run exit \(String(describing: exit))")
+            // Its lock went with it: `status` no longer reports a daemon (nor its last report).
+            let stopped = try self.run("homebase", ["--state", hb, "status", "--json"]).json
+            #expect(stopped?["daemon_running"] as? Bool == false)
+            #expect(stopped?["relay_connected"] as? Bool == false)
             let offline = try self.run("handset", ["--state", hs, "chat", "--json", prompt])
             #expect(offline.json?["provider"] as? String == "on-device")
             #expect((offline.json?["fallback"] as? [String: Any])?["reason"] as? String == "offline",

@@ -107,7 +107,7 @@ struct InferenceFaultTests {
             #expect(reason == "error:host_error" || reason == "error:runtime_unavailable", "reason \(reason)")
             #expect(log.all.restartReasons == [reason])
 
-            // The failure makes the monitor re-probe at once: the daemon's status (written every 2 s) shows the
+            // The failure makes the monitor re-probe at once: the daemon's status (written on change) shows the
             // runtime down, still verified (a failed probe never forgets the endpoint), and no models.
             let down = await eventually(.seconds(8)) {
                 guard let s = system.homebase.daemonStatus, s.updatedAtMs > killedAtMs else { return false }

@@ -138,10 +138,8 @@ final class IntegrationHomebase: Sendable {
             relayURL: try self.state.settings().relayURL, nowMs: Posix.wallClockMs - ageMs)
     }
 
-    /// The daemon's last written status (every 2 s), if fresh.
-    var daemonStatus: DaemonStatus? {
-        self.state.daemonStatus().flatMap { $0.isFresh(nowMs: Posix.wallClockMs) ? $0 : nil }
-    }
+    /// The running daemon's status (written at start and on change); nil when it does not run.
+    var daemonStatus: DaemonStatus? { self.state.liveDaemonStatus() }
 
     /// Stops the daemon and waits until `run()` returned.
     func stop() async {

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+@testable import HomebaseService
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `DaemonLock`: one daemon per state directory, known exactly, gone with the process.
+@Suite struct DaemonLockTests {
+    func path() -> String {
+        let dir = NSTemporaryDirectory() + "daemonlock-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir + "/" + DaemonLock.fileName
+    }
+
+    @Test func aSecondClaimFailsNamingTheHolderUntilTheFirstIsReleased() throws {
+        let path = self.path()
+        #expect(!DaemonLock.isHeld(path: path))  // no file yet
+        var first: DaemonLock? = try DaemonLock.acquire(path: path)
+        #expect(DaemonLock.isHeld(path: path))
+        #expect(throws: DaemonLock.Failure.held(pid: getpid())) { try DaemonLock.acquire(path: path) }
+        // The file is private and is left in place; only the lock goes.
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        withExtendedLifetime(first) {}
+        first = nil
+        #expect(!DaemonLock.isHeld(path: path))
+        let again = try DaemonLock.acquire(path: path)
+        #expect(DaemonLock.isHeld(path: path))
+        withExtendedLifetime(again) {}
+    }
+
+    @Test func aProbeDoesNotTakeTheLockFromANewDaemon() throws {
+        let path = self.path()
+        do { _ = try DaemonLock.acquire(path: path) }  // released at once
+        // Probing a free lock leaves it free for the next daemon.
+        #expect(!DaemonLock.isHeld(path: path))
+        let daemon = try DaemonLock.acquire(path: path)
+        withExtendedLifetime(daemon) {}
+    }
+
+    @Test func theMessageNamesThePid() {
+        #expect("\(DaemonLock.Failure.held(pid: 4242))" == "another homebase daemon is running on this state (pid 4242)")
+        #expect("\(DaemonLock.Failure.held(pid: nil))" == "another homebase daemon is running on this state")
+    }
+
+    @Test func theStateFindsItsLockBesideTheDatabase() throws {
+        let dir = NSTemporaryDirectory() + "daemonlock-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let state = try HomebaseState(path: dir + "/state.db")
+        #expect(state.daemonLockPath == dir + "/" + DaemonLock.fileName)
+        #expect(!state.daemonIsRunning)
+        try state.setDaemonStatus(DaemonStatus(pid: 1, updatedAtMs: 1, relayURL: "ws://r", relayConnected: true,
+                                               runtime: RuntimeStatus(endpoint: nil, verified: false,
+                                                                      available: false, version: nil, models: [],
+                                                                      checkedAtMs: 0)))
+        // A report left by a daemon that is not running is not live.
+        #expect(state.daemonStatus() != nil)
+        #expect(state.liveDaemonStatus() == nil)
+        let lock = try DaemonLock.acquire(path: state.daemonLockPath!)
+        #expect(state.daemonIsRunning)
+        #expect(state.liveDaemonStatus()?.relayConnected == true)
+        withExtendedLifetime(lock) {}
+        #expect(try HomebaseState(database: .init(path: ":memory:")).daemonLockPath == nil)
+    }
+}
