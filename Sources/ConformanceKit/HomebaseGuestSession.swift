@@ -50,7 +50,7 @@ final class HomebaseGuestSession {
         let header = EnvelopeHeader(channel: .contact, sender: self.publicKey, recipient: self.host,
                                     messageID: SecureRandom.bytes(16), sentAtMs: Posix.wallClockMs,
                                     nonce: SecureRandom.bytes(24))
-        return EnvelopeSealer.seal(header: header, plaintext: message.paddedPlaintext(), key: self.e2e).encoded()
+        return EnvelopeSealer.sealEncoded(header: header, unpaddedPlaintext: message.jsonBytes(), key: self.e2e)
     }
 
     /// Sends `message` (STORE when `store`) and returns the exact SEND payload.

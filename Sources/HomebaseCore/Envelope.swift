@@ -47,9 +47,10 @@ public struct EnvelopeHeader: Equatable, Sendable {
         return w.bytes
     }
 
-    /// The 114 header bytes (additional data, then the nonce).
-    public func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: Self.byteCount)
+    /// The 114 header bytes (additional data, then the nonce), in an array with room for `extra` more bytes (a
+    /// sealer appends the ciphertext without growing it).
+    public func encoded(reservingCapacity extra: Int = 0) -> [UInt8] {
+        var w = ByteWriter(capacity: Self.byteCount + max(0, extra))
         self.writeAD(into: &w)
         w.write(self.nonce)
         return w.bytes
@@ -175,8 +176,13 @@ public enum EnvelopeError: Error, Equatable, Sendable, CaseIterable {
 public enum EnvelopePadding {
     public static let blockSize = 256
 
+    /// The padded length of a `count`-byte plaintext: the next multiple of the block size, at least one block.
+    public static func paddedCount(_ count: Int) -> Int {
+        max(Self.blockSize, (count + Self.blockSize - 1) / Self.blockSize * Self.blockSize)
+    }
+
     public static func pad(_ plaintext: [UInt8]) -> [UInt8] {
-        let target = max(Self.blockSize, (plaintext.count + Self.blockSize - 1) / Self.blockSize * Self.blockSize)
+        let target = Self.paddedCount(plaintext.count)
         var out = plaintext
         out.reserveCapacity(target)
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: target - plaintext.count))

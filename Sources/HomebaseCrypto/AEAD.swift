@@ -36,6 +36,27 @@ public enum AEAD {
         return out
     }
 
+    /// Encrypts in place within `out`, laid out as `ad || nonce || message || tag space`: the message is
+    /// replaced by its ciphertext and the tag space by the tag, which together are `seal`'s output for that
+    /// message, additional data and nonce.
+    static func sealInPlace(out: inout [UInt8], adCount: Int, nonceCount: Int, messageCount: Int, key: SymmetricKey) {
+        precondition(nonceCount == Self.nonceByteCount
+                         && out.count == adCount + nonceCount + messageCount + Self.tagByteCount,
+                     "sealInPlace: layout does not add up")
+        Sodium.ensureInitialized()
+        let rc = out.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let message = base + adCount + nonceCount
+            return key.withUnsafeBytes { k in
+                // libsodium encrypts in place when c == m; the additional data and nonce are only read.
+                crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
+                    message, message + messageCount, nil, message, UInt64(messageCount), base, UInt64(adCount), nil,
+                    base + adCount, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+        precondition(rc == 0, "crypto_aead_xchacha20poly1305_ietf_encrypt_detached failed")
+    }
+
     /// Verifies and decrypts `ciphertext` (which ends in the 16-byte tag).
     ///
     /// - Throws: `CryptoError.wrongLength` for a nonce that is not 24 bytes or a ciphertext shorter than a tag;

@@ -17,6 +17,22 @@ public enum EnvelopeSealer {
         return Envelope(header: header, ciphertext: ciphertext)
     }
 
+    /// The encoded envelope of `plaintext` padded (`EnvelopePadding.pad`) and sealed under `key`: the bytes of
+    /// `seal(header:plaintext:key:).encoded()` for the padded plaintext, made in one buffer (header, then the
+    /// plaintext padded and encrypted in place, then the tag) where that path copies the plaintext four times.
+    /// Every message a device sends is sealed here.
+    public static func sealEncoded(header: EnvelopeHeader, unpaddedPlaintext plaintext: [UInt8],
+                                   key: SymmetricKey) -> [UInt8] {
+        let padded = EnvelopePadding.paddedCount(plaintext.count)
+        let tag = EnvelopeHeader.tagByteCount
+        var out = header.encoded(reservingCapacity: padded + tag)
+        out.append(contentsOf: plaintext)
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padded - plaintext.count + tag))
+        AEAD.sealInPlace(out: &out, adCount: EnvelopeHeader.adByteCount, nonceCount: EnvelopeHeader.nonceByteCount,
+                         messageCount: padded, key: key)
+        return out
+    }
+
     /// Authenticates the header and decrypts the ciphertext.
     ///
     /// - Returns: the padded plaintext (strip with `EnvelopePadding.unpad`).

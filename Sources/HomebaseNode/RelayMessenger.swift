@@ -92,7 +92,7 @@ public final class RelayMessenger: PeerMessenger {
         let header = EnvelopeHeader(channel: channel, sender: self.publicKey, recipient: peer,
                                     messageID: Array(random[..<16]), sentAtMs: self.wallClock(),
                                     nonce: Array(random[16...]))
-        let bytes = EnvelopeSealer.seal(header: header, plaintext: message.paddedPlaintext(), key: key).encoded()
+        let bytes = EnvelopeSealer.sealEncoded(header: header, unpaddedPlaintext: message.jsonBytes(), key: key)
         let max = self.state.withLock { $0.maxPayload }
         return bytes.count <= max ? bytes : nil
     }

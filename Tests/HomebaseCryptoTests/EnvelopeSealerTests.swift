@@ -24,6 +24,23 @@ import Testing
         #expect(try EnvelopeSealer.open(received, key: receiveKey) == plaintext)
     }
 
+    @Test func sealingInOneBufferGivesTheBytesOfSealThenEncode() throws {
+        // Lengths around the padding blocks, and JSON-like and binary bytes.
+        let key = try E2E.deriveKey(selfSecret: self.sender, peer: self.recipient.publicKey)
+        for count in [0, 1, 25, 255, 256, 257, 511, 512, 1_000, 4_097] {
+            let plaintext = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            let header = self.header()
+            let reference = EnvelopeSealer.seal(header: header, plaintext: EnvelopePadding.pad(plaintext), key: key)
+                .encoded()
+            let fused = EnvelopeSealer.sealEncoded(header: header, unpaddedPlaintext: plaintext, key: key)
+            #expect(fused == reference, "\(count) bytes")
+            #expect(fused.count == EnvelopeHeader.byteCount + EnvelopePadding.paddedCount(count) + 16)
+            let receiveKey = try E2E.deriveKey(selfSecret: self.recipient, peer: self.sender.publicKey)
+            #expect(EnvelopePadding.unpad(try EnvelopeSealer.open(try Envelope(decoding: fused), key: receiveKey))
+                        .elementsEqual(EnvelopePadding.unpad(EnvelopePadding.pad(plaintext))))
+        }
+    }
+
     @Test func aThirdPartyKeyCannotOpen() throws {
         let key = try E2E.deriveKey(selfSecret: self.sender, peer: self.recipient.publicKey)
         let envelope = EnvelopeSealer.seal(header: self.header(), plaintext: [1, 2, 3], key: key)
