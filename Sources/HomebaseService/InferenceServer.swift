@@ -2,6 +2,7 @@ import HomebaseCore
 import HomebaseNode
 import HomebaseRouter
 import HomebaseTransport
+import Synchronization
 
 /// Serves `infer.request` (Protocol/messages.md §2) by streaming from the runtime's chat engine.
 ///
@@ -51,6 +52,10 @@ public actor InferenceServer {
     private var remembered: Set<Key> = []
     private var rememberedOrder: [Key] = []
     private var rememberedHead = 0
+    /// Streams that ended by themselves, not yet handled on the actor (`streamEndedOffActor`).
+    private nonisolated let endedInbox = Mutex<[(end: InferenceStream.End, key: Key, token: UInt64)]>([])
+    /// Hops made onto the actor to handle ended streams (tests count them).
+    nonisolated let endHops = Atomic<Int>(0)
 
     public init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
                 authorizer: any InferenceAuthorizer, limits: InferenceLimits = InferenceLimits(),
@@ -185,11 +190,33 @@ public actor InferenceServer {
         let stream = InferenceStream(
             id: key.id, peer: key.sender, channel: job.channel, messenger: self.messenger, limits: self.limits,
             keepAnswer: job.keepAnswer, clock: self.clock,
-            onEnd: { [weak self] end in Task { await self?.streamEnded(end, key: key, token: token) } },
+            onEnd: { [weak self] end in self?.streamEndedOffActor(end, key: key, token: token) },
             onRequesterGone: { [weak self] in Task { await self?.requesterGone(key: key, token: token) } })
         job.stream = stream
         self.jobs[key] = job
         stream.attach(self.engine.start(model: job.request.model, request: chatRequest, sink: stream))
+    }
+
+    /// A stream's end, told on the engine's thread: queued for the actor, with one hop for all the ends queued
+    /// meanwhile, made once the engine's loop pass is over (`DeferredWakes`). A task per end cost a task and a
+    /// wake-up of an executor thread for every answer; the ends of one pass of paced reads come together.
+    nonisolated func streamEndedOffActor(_ end: InferenceStream.End, key: Key, token: UInt64) {
+        let first = self.endedInbox.withLock { inbox in
+            inbox.append((end, key, token))
+            return inbox.count == 1
+        }
+        // Later ends ride on the hop already asked for, until it takes the inbox.
+        guard first else { return }
+        DeferredWakes.wake(self) { Task { await self.takeEnded() } }
+    }
+
+    private func takeEnded() {
+        self.endHops.add(1, ordering: .relaxed)
+        let ended = self.endedInbox.withLock { inbox in
+            defer { inbox = [] }
+            return inbox
+        }
+        for item in ended { self.streamEnded(item.end, key: item.key, token: item.token) }
     }
 
     private func streamEnded(_ end: InferenceStream.End, key: Key, token: UInt64) {

@@ -311,6 +311,28 @@ import Testing
         await h.stop()
     }
 
+    @Test func endsToldInOnePassOfTheEngineCostOneHop() async throws {
+        let (h, phone) = try Self.setUp()
+        let server = h.daemon.inference
+        // Five streams ending within one pass of the engine's loop (as paced reads make them): one hop onto the
+        // actor handles them all. (Unknown jobs: each end is then ignored, as a late one would be.)
+        DeferredWakes.batch {
+            for i in 0..<5 {
+                server.streamEndedOffActor(.failed(nil), key: .init(sender: phone.key, id: "e\(i)"), token: 999)
+            }
+        }
+        await eventually("the hop") { server.endHops.load(ordering: .relaxed) == 1 }
+        // One outside a pass goes at once, in a hop of its own.
+        server.streamEndedOffActor(.failed(nil), key: .init(sender: phone.key, id: "e5"), token: 999)
+        await eventually("the second hop") { server.endHops.load(ordering: .relaxed) == 2 }
+        // And a real answer still ends normally through it.
+        h.request("e6", from: phone.messenger)
+        guard case .inferDone = await phone.inbox.finished("e6").last else { Issue.record("e6 not done"); return }
+        await eventually("slot freed") { await server.activeCount == 0 }
+        #expect(server.endHops.load(ordering: .relaxed) == 3)
+        await h.stop()
+    }
+
     @Test func busyWhenEverySlotAndTheQueueAreTaken() async throws {
         let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
         let (h, phone) = try Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)
