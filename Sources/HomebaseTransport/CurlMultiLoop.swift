@@ -50,6 +50,8 @@ final class CurlMultiLoop: Sendable {
     let passes = Atomic<Int>(0)
     /// Paced reads that held their socket out of the set rather than pausing the transfer (tests count them).
     let socketHolds = Atomic<Int>(0)
+    /// Cancels posted to the inbox (tests count them).
+    let cancelsPosted = Atomic<Int>(0)
     /// Holds ended (the socket returned to the set, or left with its transfer) (tests count them).
     let holdReleases = Atomic<Int>(0)
 
@@ -96,6 +98,10 @@ final class CurlMultiLoop: Sendable {
 
     /// Aborts `transfer` (it fails with `cancelled`); harmless if it already ended.
     func cancel(_ transfer: CurlTransfer) {
+        // A consumer letting go from inside the transfer's own ending (a pushed handler that had the whole
+        // answer): nothing left to abort, and posting it would cost the loop a pass of its own.
+        if self.isLoopThread, transfer.hasFinished { return }
+        self.cancelsPosted.add(1, ordering: .relaxed)
         transfer.cancelRequested.store(true, ordering: .relaxed)
         self.inbox.withLock { $0.cancelled.append(transfer) }
         self.wake()
@@ -113,8 +119,11 @@ final class CurlMultiLoop: Sendable {
         self.wake()
     }
 
+    /// Whether the caller is the loop thread.
+    private var isLoopThread: Bool { UInt(pthread_self()) == self.loopThread.load(ordering: .relaxed) }
+
     private func wake() {
-        if UInt(pthread_self()) == self.loopThread.load(ordering: .relaxed) {
+        if self.isLoopThread {
             self.selfWakePending.store(true, ordering: .relaxed)
             return
         }

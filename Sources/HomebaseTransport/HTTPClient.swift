@@ -31,6 +31,8 @@ public final class HTTPClient: Sendable {
     var loopPasses: Int { self.loop.passes.load(ordering: .relaxed) }
     /// Paced reads that held their socket out of the loop's set (tests count them).
     var pacingSocketHolds: Int { self.loop.socketHolds.load(ordering: .relaxed) }
+    /// Cancels posted to the loop so far (tests count them).
+    var loopCancelsPosted: Int { self.loop.cancelsPosted.load(ordering: .relaxed) }
     /// Pacing holds ended: the socket returned to the loop's set, or left with its transfer (tests count them).
     var pacingHoldReleases: Int { self.loop.holdReleases.load(ordering: .relaxed) }
 

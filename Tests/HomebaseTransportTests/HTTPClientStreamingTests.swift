@@ -237,6 +237,35 @@ struct HTTPClientStreamingTests {
         #expect(client.loopWakeupsSent == 4)
     }
 
+    /// Lets go of its transfer from `end`, after the transfer ended (as the Homebase's engine does when the
+    /// answer ends with the response), or from `body` while it still runs.
+    final class LetGoFrom: HTTPStreamHandler, @unchecked Sendable {
+        let inBody: Bool
+        let handle = Mutex<HTTPStreamHandle?>(nil)
+        let ended = AsyncStream<Void>.makeStream()
+        init(inBody: Bool) { self.inBody = inBody }
+        func head(_ head: HTTPClientResponseHead) {}
+        func body(_ bytes: [UInt8]) { if self.inBody { self.handle.withLock { $0 }?.cancel() } }
+        func end(_ error: HTTPClientError?) {
+            if !self.inBody { self.handle.withLock { $0 }?.cancel() }
+            self.ended.continuation.yield()
+        }
+    }
+
+    @Test func lettingGoOfAnEndedTransferPostsNothing() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        for inBody in [false, true] {
+            let handler = LetGoFrom(inBody: inBody)
+            let handle = client.stream(HTTPRequest(url: server.url("/drip"), idleTimeout: .seconds(5)), handler: handler)
+            handler.handle.withLock { $0 = handle }
+            for await _ in handler.ended.stream { break }
+            // From `end` the transfer is over: nothing to abort, no inbox entry, no extra pass. From `body` it
+            // still runs: the cancel is posted (and aborts it).
+            #expect(client.loopCancelsPosted == (inBody ? 1 : 0), "let go in \(inBody ? "body" : "end")")
+        }
+    }
+
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {
         let server = try await HTTPClientTestServer.start()
         let request = HTTPRequest(
