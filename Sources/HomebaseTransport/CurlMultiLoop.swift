@@ -98,9 +98,11 @@ final class CurlMultiLoop: Sendable {
 
     /// Aborts `transfer` (it fails with `cancelled`); harmless if it already ended.
     func cancel(_ transfer: CurlTransfer) {
-        // A consumer letting go from inside the transfer's own ending (a pushed handler that had the whole
-        // answer): nothing left to abort, and posting it would cost the loop a pass of its own.
-        if self.isLoopThread, transfer.hasFinished { return }
+        // A consumer letting go of a transfer that has ended (from inside its ending, or later: the Homebase's
+        // stream stops its request once the answer is done): nothing left to abort, and posting it would cost
+        // the loop a pass of its own, and a wake-up from another thread. One that ends meanwhile is posted,
+        // and the loop finds it gone.
+        if transfer.hasFinished.load(ordering: .acquiring) { return }
         self.cancelsPosted.add(1, ordering: .relaxed)
         transfer.cancelRequested.store(true, ordering: .relaxed)
         self.inbox.withLock { $0.cancelled.append(transfer) }
@@ -119,11 +121,8 @@ final class CurlMultiLoop: Sendable {
         self.wake()
     }
 
-    /// Whether the caller is the loop thread.
-    private var isLoopThread: Bool { UInt(pthread_self()) == self.loopThread.load(ordering: .relaxed) }
-
     private func wake() {
-        if self.isLoopThread {
+        if UInt(pthread_self()) == self.loopThread.load(ordering: .relaxed) {
             self.selfWakePending.store(true, ordering: .relaxed)
             return
         }

@@ -42,8 +42,8 @@ final class CurlTransfer: @unchecked Sendable {
     /// A failure found by our own checks (size, idle time), which wins over the CURLcode it causes.
     private var failure: HTTPClientError?
     private var isFinished = false
-    /// The transfer has ended and reported (loop thread; before that, a thread that never handed it over).
-    var hasFinished: Bool { self.isFinished }
+    /// `isFinished`, readable from any thread: a cancel of a transfer that has ended has nothing to abort.
+    let hasFinished = Atomic<Bool>(false)
     /// Last time (monotonic ns) bytes arrived, or the transfer started or resumed: the idle timeout counts
     /// from here. Bytes arriving only set `sawBytes`; the loop stamps the time once per pass.
     var lastActivityNs = Posix.monotonicNs
@@ -377,6 +377,7 @@ final class CurlTransfer: @unchecked Sendable {
     func finish(error: HTTPClientError?) {
         guard !self.isFinished else { return }
         self.isFinished = true
+        self.hasFinished.store(true, ordering: .releasing)
         if let easy = self.easy {
             curl_easy_cleanup(easy)
             self.easy = nil

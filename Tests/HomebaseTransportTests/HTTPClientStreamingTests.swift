@@ -263,7 +263,11 @@ struct HTTPClientStreamingTests {
             // From `end` the transfer is over: nothing to abort, no inbox entry, no extra pass. From `body` it
             // still runs: the cancel is posted (and aborts it).
             #expect(client.loopCancelsPosted == (inBody ? 1 : 0), "let go in \(inBody ? "body" : "end")")
+            // Later, from another thread (the Homebase stops a finished answer's request): nothing either.
+            handle.cancel()
+            #expect(client.loopCancelsPosted == (inBody ? 1 : 0))
         }
+        #expect(client.loopWakeupsSent == 2)  // the two starts
     }
 
     @Test func ollamaNDJSONStreamSplitsIntoLines() async throws {

@@ -339,22 +339,24 @@ struct HTTPClientTests {
     @Test func droppedClientsCloseTheirDescriptors() async throws {
         // Each client's loop holds an epoll set and an eventfd; a process that makes clients now and then
         // (the CLI's commands, the verifier) must not collect them.
+        // Counted against what the process holds with the ten alive: clients dropped by earlier tests may
+        // close theirs at any moment meanwhile, which only lowers the count.
         let server = try await HTTPClientTestServer.start()
-        let before = try Self.epollDescriptors()
         var clients: [HTTPClient] = []
         for _ in 0..<10 {
             let client = HTTPClient()
             #expect(try await client.send(HTTPRequest(url: server.url("/json"))).head.status == 200)
             clients.append(client)
         }
-        #expect(try Self.epollDescriptors() >= before + 10)
+        let held = try Self.epollDescriptors()
+        #expect(held >= 10)
         clients.removeAll()
         // The loop threads end on their own after the drop; give them a moment.
         var after = try Self.epollDescriptors()
-        for _ in 0..<100 where after > before {
+        for _ in 0..<100 where after > held - 10 {
             try await Task.sleep(for: .milliseconds(20))
             after = try Self.epollDescriptors()
         }
-        #expect(after <= before, "epoll descriptors: \(before) before, \(after) after")
+        #expect(after <= held - 10, "epoll descriptors: \(held) with the ten clients, \(after) after dropping them")
     }
 }
