@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// A daemon's claim on its state directory: an exclusive `flock(2)` on `daemon.lock` beside the state database,
-/// held while `homebase run` runs. The kernel drops it when the process ends, however it ends (SIGKILL and
+/// held while `homebase run` runs (one state per directory, as the command line keeps them). The kernel drops it when the process ends, however it ends (SIGKILL and
 /// power loss included), so whether a daemon runs is known exactly, with no heartbeat to write or to go stale.
 ///
 /// Two daemons on one state would both log in to the relay with the same key and replace each other's
@@ -40,11 +40,20 @@ public final class DaemonLock: Sendable {
     }
 
     /// Takes the lock at `path` (creating the file, 0600) and writes this process's pid into it.
-    public static func acquire(path: String) throws(Failure) -> DaemonLock {
+    ///
+    /// `isHeld` tests by taking a shared lock for a moment, so a refusal is retried for a while (a probe holds
+    /// the lock for microseconds, a daemon for its life): a `homebase status` run just as the daemon starts
+    /// must not stop it.
+    public static func acquire(path: String, patience: Duration = .milliseconds(250)) throws(Failure) -> DaemonLock {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("cannot open \(path): \(String(cString: strerror(errno)))") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        let deadline = ContinuousClock.now + patience
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
+            if error == EWOULDBLOCK && ContinuousClock.now < deadline {
+                usleep(5_000)
+                continue
+            }
             close(fd)
             if error == EWOULDBLOCK { throw .held(pid: Self.pid(at: path)) }
             throw .io("cannot lock \(path): \(String(cString: strerror(error)))")

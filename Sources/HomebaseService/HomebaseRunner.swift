@@ -45,6 +45,13 @@ public final class HomebaseRunner: Sendable {
         }
         defer { withExtendedLifetime(lock) {} }
         let settings = try self.state.settings()
+        // The lock says a daemon runs from here on: until the reporter's first word, the report a previous
+        // daemon left (perhaps killed while connected) must not speak for this one.
+        try? self.state.setDaemonStatus(DaemonStatus(
+            pid: ProcessInfo.processInfo.processIdentifier, updatedAtMs: Posix.wallClockMs, relayURL: settings.relayURL,
+            relayConnected: false,
+            runtime: RuntimeStatus(endpoint: settings.ollamaURL, verified: false, available: false, version: nil,
+                                   models: [], checkedAtMs: 0)))
         let identity = try self.state.deviceKey()
         let directory = PeerDirectory(selfKey: identity.publicKey, roster: try self.state.currentRoster())
         let seen = try SeenMessageStore(database: self.state.database)

@@ -1,4 +1,6 @@
 import Foundation
+import HomebaseRouter
+import HomebaseTransport
 import Testing
 @testable import HomebaseService
 
@@ -38,6 +40,57 @@ import Glibc
         #expect(!DaemonLock.isHeld(path: path))
         let daemon = try DaemonLock.acquire(path: path)
         withExtendedLifetime(daemon) {}
+    }
+
+    @Test func aProbeAtTheMomentADaemonStartsDoesNotStopIt() throws {
+        // `isHeld` takes a shared lock for a moment; a daemon starting just then waits it out.
+        let path = self.path()
+        do { _ = try DaemonLock.acquire(path: path) }  // the file exists
+        let probe = open(path, O_RDONLY | O_CLOEXEC)
+        defer { close(probe) }
+        #expect(flock(probe, LOCK_SH | LOCK_NB) == 0)
+        let released = Thread {
+            usleep(60_000)
+            flock(probe, LOCK_UN)
+        }
+        released.start()
+        let daemon = try DaemonLock.acquire(path: path)
+        #expect(DaemonLock.isHeld(path: path))
+        withExtendedLifetime(daemon) {}
+        // With no patience, the same moment refuses.
+        #expect(flock(probe, LOCK_SH | LOCK_NB) != 0)  // the daemon holds it now
+    }
+
+    @Test func aStartingDaemonDoesNotSpeakWithAKilledOnesReport() async throws {
+        // A daemon killed while connected left a report saying so; the next one, until it has connected,
+        // must not be reported connected.
+        let dir = NSTemporaryDirectory() + "daemonlock-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let state = try HomebaseState(path: dir + "/state.db")
+        // Nothing listens on port 9: the relay never connects, the runtime never answers.
+        _ = try state.initialize(
+            settings: HomebaseSettings(relayURL: "ws://127.0.0.1:9/v1/relay", ollamaURL: "http://127.0.0.1:9",
+                                       deviceName: "lock"),
+            nowMs: 1)
+        try state.setDaemonStatus(DaemonStatus(pid: 1, updatedAtMs: 1, relayURL: "ws://127.0.0.1:9/v1/relay",
+                                               relayConnected: true,
+                                               runtime: RuntimeStatus(endpoint: "http://127.0.0.1:9", verified: true,
+                                                                      available: true, version: "0.1", models: [],
+                                                                      checkedAtMs: 1)))
+        let runner = HomebaseRunner(state: state, options: HomebaseRunner.Options { url, cadence in
+            OpenAIChatEngine(http: HTTPClient(), baseURL: url + "/v1", apiKey: { "ollama" },
+                             maxTokensField: .maxTokens, readCadence: cadence)
+        }, logger: .discard())
+        let task = Task { try? await runner.run() }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !state.daemonIsRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let live = state.liveDaemonStatus()
+        #expect(live?.pid == getpid())
+        #expect(live?.relayConnected == false)
+        #expect(live?.runtimeAvailable == false)
+        runner.stop()
+        await task.value
+        #expect(!state.daemonIsRunning)
     }
 
     @Test func theMessageNamesThePid() {
