@@ -172,8 +172,11 @@ final class InferenceStream: ChatEventSink {
                 s.nextSeq += 1
                 // Whether the requester is still there, asked of the relay at most once per receipt interval
                 // (Protocol/messages.md §2, host rule 4): the first chunk, then one at least that long after.
+                // With the relay link down, every chunk asks: the send fails at once (not connected), which
+                // ends the answer rather than losing chunks silently until the next ask.
                 var onReceipt: (@Sendable (SendOutcome) -> Void)?
-                if s.lastReceiptAskedMs.map({ now >= $0 + self.receiptIntervalMs }) ?? true {
+                if s.lastReceiptAskedMs.map({ now >= $0 + self.receiptIntervalMs }) ?? true
+                    || !self.messenger.isConnected {
                     s.lastReceiptAskedMs = now
                     let gone = self.onRequesterGone
                     onReceipt = { outcome in if outcome.isFailure { gone() } }

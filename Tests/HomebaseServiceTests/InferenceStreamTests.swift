@@ -58,7 +58,8 @@ import Testing
         let publicKey = testKey(1)
         let inbound = AsyncStream<InboundMessage> { _ in }
         let events = AsyncStream<MessengerEvent> { _ in }
-        let isConnected = true
+        let connected = Mutex(true)
+        var isConnected: Bool { self.connected.withLock { $0 } }
         let log = Mutex<[(type: String, askedReceipt: Bool)]>([])
         let outcome = Mutex(SendOutcome.receipt(.delivered))
         func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
@@ -92,8 +93,13 @@ import Testing
         #expect(gone.count == 0)
         read("g", at: 2_000)  // asked, and the RECEIPT says gone
         #expect(gone.count == 1)
+        // With the relay link down every chunk asks, so its failure (not connected) is heard at once.
+        messenger.connected.withLock { $0 = false }
+        messenger.outcome.withLock { $0 = .notConnected }
+        read("h", at: 2_100)
+        #expect(gone.count == 2)
         let chunks = messenger.log.withLock { $0 }.filter { $0.type == "infer.chunk" }
-        #expect(chunks.map(\.askedReceipt) == [true, false, false, true, false, false, true])
+        #expect(chunks.map(\.askedReceipt) == [true, false, false, true, false, false, true, true])
     }
 
     @Test func theHandleIsLetGoOnStopAndNotKeptWhenAttachedLate() async {
