@@ -325,13 +325,16 @@ final class CurlMultiLoop: Sendable {
                 due.append(socket)
             } else {
                 transfer.heldSocket = nil
+                self.holdReleases.add(1, ordering: .relaxed)
             }
         }
         return due
     }
 
-    /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`; when
-    /// the time is up, read again (`unpaced` asks the loop for another pass at once).
+    /// Read pacing (`HTTPRequest.bodyPacing`): after a delivery, stop reading the socket for `interval`, by a
+    /// hold (plain HTTP/1: the socket out of the set; `dueHolds` reads it at the tick) or a pause (libcurl's
+    /// CURLPAUSE_RECV; lifted here when the time is up, `unpaced` asking the loop for another pass at once). A
+    /// hold whose tick's read brought nothing to deliver returns the socket to the set.
     private func pace(_ transfer: CurlTransfer, easy: UnsafeMutableRawPointer, interval: UInt64,
                       now: UInt64, unpaced: inout Bool) {
         if let until = transfer.pacedUntilNs {

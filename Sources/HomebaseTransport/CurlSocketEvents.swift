@@ -120,7 +120,7 @@ final class CurlSocketEvents: @unchecked Sendable {
         self.register(fd, bits, adding: true)
     }
 
-    /// Whether `fd` is held out of the set (tests).
+    /// Whether `fd` is held out of the set (libcurl's REMOVE ends a hold).
     func isHeld(_ fd: Int32) -> Bool { self.held.contains(fd) }
 
     /// Whether `fd` is in the epoll set: libcurl watches it and no hold keeps it out.

@@ -8,7 +8,8 @@ import Synchronization
 /// `@unchecked Sendable` because it is built on the caller's thread, handed to the loop thread once through the
 /// loop's mutex, and from then on its mutable fields are touched only by the loop thread (in libcurl callbacks,
 /// which run inside `curl_multi_socket_action`/`curl_easy_pause` on that thread). What other threads touch is
-/// thread-safe by itself: `cancelRequested` is atomic, and the sinks guard their state with a mutex.
+/// thread-safe by itself: `cancelRequested` and `hasFinished` are atomic, and the sinks guard their state with a
+/// mutex.
 final class CurlTransfer: @unchecked Sendable {
     /// Where the result of the transfer goes.
     enum Delivery {

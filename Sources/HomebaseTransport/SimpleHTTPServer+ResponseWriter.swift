@@ -61,10 +61,11 @@ public final class HTTPResponseWriter: Sendable {
     }
 
     /// Starts a streamed response (chunked transfer coding) and sends its head. Returns false if the client is
-    /// gone.
+    /// gone (with `headWithFirstChunk` nothing is sent yet, so true: the first write finds out).
     /// - Parameter headWithFirstChunk: hold the head back and send it in one write with the first chunk (or the
     ///   end), as Go's net/http does for a handler that writes nothing before its first flush: Ollama's
-    ///   streaming endpoints send nothing at all until the first token (or progress line) is ready.
+    ///   streaming endpoints send nothing at all until the first token (or progress line) is ready. A
+    ///   connection aborted before that gets no response at all, as from Ollama.
     @discardableResult
     public func startStream(status: Int, headers: [(String, String)] = [], headWithFirstChunk: Bool = false) -> Bool {
         self.state.withLock { state in
@@ -129,7 +130,8 @@ public final class HTTPResponseWriter: Sendable {
     }
 
     /// Drops the TCP connection now, mid-response if need be (fault injection). The peer sees the stream end
-    /// without its last chunk (an orderly FIN, so it still reads every byte sent before).
+    /// without its last chunk (an orderly FIN, so it still reads every byte sent before), or no response at all
+    /// if the head was still held back for the first chunk.
     public func abortConnection() {
         self.state.withLock { state in
             guard state.phase != .aborted else { return }
