@@ -396,7 +396,10 @@ for round in 0..<rounds {
         ollamaDirectCPU: delta(directCPUBefore, cpuMs(ollamaPID))))
 }
 /// The round with the median figure against the same window (the lower middle one for an even count).
-let medianRound = roundResults.sorted { ($0.percent ?? .infinity) < ($1.percent ?? .infinity) }[(rounds - 1) / 2]
+let medianIndex = roundResults.indices.sorted {
+    (roundResults[$0].percent ?? .infinity) < (roundResults[$1].percent ?? .infinity)
+}[(rounds - 1) / 2]
+let medianRound = roundResults[medianIndex]
 let concurrent = medianRound.samples
 let windowMs = medianRound.windowMs
 let homebaseCPU = medianRound.homebaseCPU
@@ -450,7 +453,8 @@ var report: [String: Any] = [
              "homebase_cpu_percent_of_emulator": round2($0.percent ?? .nan),
              "homebase_cpu_percent_of_emulator_direct": round2($0.percentOfDirect ?? .nan)] as [String: Any]
         },
-        "median_round": roundResults.firstIndex { $0.percent == medianRound.percent && $0.windowMs == medianRound.windowMs } ?? 0,
+        "median_round": medianIndex,
+        "completed_all_rounds": roundResults.reduce(0) { $0 + $1.samples.filter { $0.error == nil }.count },
         "window_ms": round2(windowMs), "through_homebase": stats(concurrent),
         "homebase_cpu_ms": round2(homebaseCPU ?? .nan), "emulator_cpu_ms": round2(ollamaCPU ?? .nan),
         "relay_cpu_ms": round2(relayCPU ?? .nan),
@@ -487,7 +491,7 @@ let table = """
     | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
     | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
     | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
-    | \("\(concurrency) streams: completed".padding(37)) |            | \(String(concurrentOK.count).padding(12)) |             |
+    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(roundResults.reduce(0) { $0 + $1.samples.filter { $0.error == nil }.count }) of \(rounds * concurrency)".padding(12)) |             |
     | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(homebaseCPU).padding(12)) |             |
     | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
     | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(relayCPU).padding(12)) |             |
