@@ -366,29 +366,33 @@ struct Round {
     }
 }
 
+/// `concurrency` requests at once, through the Homebase or straight to the emulator; their samples once all
+/// have ended.
+func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
+    await withTaskGroup(of: Sample.self) { group in
+        for i in 0..<concurrency {
+            let prompt = "concurrent prompt \(round).\(i)"
+            group.addTask { throughHomebase ? await remote(prompt) : await direct(prompt) }
+        }
+        var out: [Sample] = []
+        for await s in group { out.append(s) }
+        return out
+    }
+}
+
 var roundResults: [Round] = []
 for round in 0..<rounds {
     let cpuBefore = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
     let threadsBefore = threadSamples(homebasePID)
     let windowStart = nowMs()
-    let samples = await withTaskGroup(of: Sample.self) { group in
-        for i in 0..<concurrency { group.addTask { await remote("concurrent prompt \(round).\(i)") } }
-        var out: [Sample] = []
-        for await s in group { out.append(s) }
-        return out
-    }
+    let samples = await burst(throughHomebase: true, round: round)
     let windowMs = nowMs() - windowStart
     let cpuAfter = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
     let threads = threadDelta(threadsBefore, threadSamples(homebasePID))
 
     let directCPUBefore = cpuMs(ollamaPID)
     let directWindowStart = nowMs()
-    let directSamples = await withTaskGroup(of: Sample.self) { group in
-        for i in 0..<concurrency { group.addTask { await direct("concurrent prompt \(round).\(i)") } }
-        var out: [Sample] = []
-        for await s in group { out.append(s) }
-        return out
-    }
+    let directSamples = await burst(throughHomebase: false, round: round)
     roundResults.append(Round(
         windowMs: windowMs, samples: samples, homebaseCPU: delta(cpuBefore.0, cpuAfter.0),
         ollamaCPU: delta(cpuBefore.1, cpuAfter.1), relayCPU: delta(cpuBefore.2, cpuAfter.2), threads: threads,

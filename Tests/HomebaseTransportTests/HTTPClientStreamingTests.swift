@@ -27,14 +27,15 @@ struct HTTPClientStreamingTests {
         #expect(events.map(\.data) == (0..<5).map { #"{"n":\#($0)}"# } + ["[DONE]"])
     }
 
-    /// Reads `/drip` (60 events 5 ms apart), starting `pacing` after the first delivery; returns the number
-    /// of deliveries, the time of the first, and the events.
-    func drip(pacing: HTTPBodyPacing?, idleTimeout: Duration? = nil) async throws -> (Int, Duration, [String], Duration) {
+    /// Reads `/drip` (60 events 5 ms apart) with `client`, starting `pacing` after the first delivery; returns
+    /// the number of deliveries, the time of the first, and the events.
+    func drip(pacing: HTTPBodyPacing?, idleTimeout: Duration? = nil,
+              client: HTTPClient = HTTPClient()) async throws -> (Int, Duration, [String], Duration) {
         let server = try await HTTPClientTestServer.start()
         var request = HTTPRequest(url: server.url("/drip"), idleTimeout: idleTimeout)
         request.bodyPacing = pacing
         let start = ContinuousClock.now
-        let (_, body) = try await HTTPClient().stream(request)
+        let (_, body) = try await client.stream(request)
         var parser = SSEParser()
         var events: [String] = []
         var deliveries = 0
@@ -105,20 +106,9 @@ struct HTTPClientStreamingTests {
         // that finds nothing (the server lagging) puts it back, and the transfer's end ends its last hold.
         // Putting it back on every tick and waiting for the kernel to report it would cost two `epoll_ctl`s
         // and a pass per read.
-        let server = try await HTTPClientTestServer.start()
         let client = HTTPClient()
-        let pacing = HTTPBodyPacing(interval: .milliseconds(20))
-        var request = HTTPRequest(url: server.url("/drip"))
-        request.bodyPacing = pacing
-        let (_, body) = try await client.stream(request)
-        var parser = SSEParser()
-        var events: [String] = []
-        var deliveries = 0
-        for try await piece in body {
-            deliveries += 1
-            pacing.start()
-            events += try parser.append(piece).map(\.data)
-        }
+        let (deliveries, _, events, _) = try await self.drip(pacing: HTTPBodyPacing(interval: .milliseconds(20)),
+                                                             client: client)
         #expect(events == Self.dripEvents)
         #expect(deliveries >= 8, "\(deliveries) deliveries")
         #expect(client.pacingSocketHolds >= deliveries - 2, "\(client.pacingSocketHolds) holds, \(deliveries) deliveries")
