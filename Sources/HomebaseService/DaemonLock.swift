@@ -5,8 +5,9 @@ import Glibc
 #endif
 
 /// A daemon's claim on its state directory: an exclusive `flock(2)` on `daemon.lock` beside the state database,
-/// held while `homebase run` runs (one state per directory, as the command line keeps them). The kernel drops it when the process ends, however it ends (SIGKILL and
-/// power loss included), so whether a daemon runs is known exactly, with no heartbeat to write or to go stale.
+/// held while `homebase run` runs (one state per directory, as the command line keeps them). The kernel drops it
+/// when the process ends, however it ends (SIGKILL and power loss included), so whether a daemon runs is known
+/// exactly, with no heartbeat to write or to go stale.
 ///
 /// Two daemons on one state would both log in to the relay with the same key and replace each other's
 /// connection forever (relay.md §3); the second one now stops at start instead.
