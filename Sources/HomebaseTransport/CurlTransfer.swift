@@ -245,14 +245,10 @@ final class CurlTransfer: @unchecked Sendable {
     /// One header line, terminator included (libcurl always passes whole lines).
     func headerLineReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
         self.sawBytes = true
-        var line = Substring(String(decoding: bytes, as: UTF8.self))
-        while let last = line.last, last.isNewline {  // "\r\n" is one Character
-            line.removeLast()
-        }
-        if line.hasPrefix("HTTP/") {
+        let line = HeaderLine(bytes)
+        if case .statusLine(let status) = line {
             // A new head: the previous one was a 1xx interim response or a redirect being followed.
-            let parts = line.split(separator: " ", maxSplits: 2)
-            self.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            self.status = status
             self.headers = []
             self.headBytes = 0
             self.headComplete = false
@@ -266,21 +262,23 @@ final class CurlTransfer: @unchecked Sendable {
             self.failure = .responseTooLarge
             return 0
         }
-        if line.isEmpty {
+        switch line {
+        case .end:
             let interim = (100..<200).contains(self.status)
             let redirect = self.request.followRedirects && (300..<400).contains(self.status)
                 && self.headers.contains { $0.0 == "location" }
             if !interim && !redirect {
                 self.headCompleted()
             }
-        } else if line.first == " " || line.first == "\t" {
+        case .continuation(let more):
             // Obsolete line folding (RFC 9112 §5.2): continues the previous value.
             if !self.headers.isEmpty {
-                self.headers[self.headers.count - 1].1 += " " + line.trimmingSpaces()
+                self.headers[self.headers.count - 1].1 += " " + more
             }
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].trimmingSpaces().lowercased()
-            self.headers.append((name, line[line.index(after: colon)...].trimmingSpaces()))
+        case .field(let name, let value):
+            self.headers.append((name, value))
+        case .statusLine, .other:
+            break
         }
         return bytes.count
     }
@@ -296,6 +294,9 @@ final class CurlTransfer: @unchecked Sendable {
             break
         }
     }
+
+    /// Bytes reserved for a pushed body's pass at its first piece: some twenty SSE events of a chat completion.
+    static let pushedReadCapacity = 4096
 
     /// A piece of the body. Returns how much was taken: all, 0 to abort, or CURL_WRITEFUNC_PAUSE.
     func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
@@ -315,6 +316,10 @@ final class CurlTransfer: @unchecked Sendable {
             self.body.append(contentsOf: bytes)
             return bytes.count
         case .pushed, .released:  // released: ended, libcurl no longer calls
+            // libcurl hands a chunked body over chunk by chunk (an SSE event each, for a server that flushes per
+            // token), and each pass's bytes leave with `flushDelivery`: room for a read's worth at its first
+            // piece, rather than growing the array several times per read.
+            if self.body.isEmpty { self.body.reserveCapacity(max(bytes.count, Self.pushedReadCapacity)) }
             self.body.append(contentsOf: bytes)
             if let pacing = self.request.bodyPacing, pacing.isStarted {
                 self.wantsPacingPause = true
@@ -444,13 +449,53 @@ final class CurlTransfer: @unchecked Sendable {
     }
 }
 
-extension Substring {
-    fileprivate func trimmingSpaces() -> String {
-        let utf8 = self.utf8
-        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        guard let first = utf8.firstIndex(where: { !isBlank($0) }), let last = utf8.lastIndex(where: { !isBlank($0) })
+/// One line of a response head as libcurl hands it to the header callback (with its CRLF), read as bytes: a
+/// head costs a handful of these per request, and Character-by-Character string work was most of their cost.
+enum HeaderLine: Equatable {
+    /// `HTTP/x status reason`: a head starts (0 when the status is not a number).
+    case statusLine(Int)
+    /// The empty line that ends a head.
+    case end
+    /// A line starting with a space or tab: more of the previous field's value (obsolete folding), trimmed.
+    case continuation(String)
+    /// `name: value`, the name in ASCII lowercase, both without surrounding spaces and tabs.
+    case field(name: String, value: String)
+    /// Anything else (no colon).
+    case other
+
+    init(_ raw: UnsafeRawBufferPointer) {
+        let bytes = raw.bindMemory(to: UInt8.self)
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x0A { end -= 1 }
+        let line = UnsafeBufferPointer(rebasing: bytes[0..<end])
+        if line.starts(with: Self.httpPrefix) {
+            // The second space-separated part; a status must be all digits.
+            let parts = line.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: true)
+            if parts.count >= 2, !parts[1].isEmpty, parts[1].count <= 9, parts[1].allSatisfy({ (0x30...0x39).contains($0) }) {
+                self = .statusLine(parts[1].reduce(0) { $0 * 10 + Int($1 - 0x30) })
+            } else {
+                self = .statusLine(0)
+            }
+        } else if line.isEmpty {
+            self = .end
+        } else if line[0] == 0x20 || line[0] == 0x09 {
+            self = .continuation(Self.trimmed(line[...]))
+        } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+            let name = Self.trimmed(line[..<colon]).utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+            self = .field(name: String(decoding: name, as: UTF8.self), value: Self.trimmed(line[(colon + 1)...]))
+        } else {
+            self = .other
+        }
+    }
+
+    private static let httpPrefix = Array("HTTP/".utf8)
+
+    /// The bytes without leading and trailing spaces and tabs, as text (invalid UTF-8 replaced).
+    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        let blank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let first = bytes.firstIndex(where: { !blank($0) }), let last = bytes.lastIndex(where: { !blank($0) })
         else { return "" }
-        return String(self[first...last])
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 }
 

@@ -360,3 +360,34 @@ struct HTTPClientTests {
         #expect(after <= held - 10, "epoll descriptors: \(held) with the ten clients, \(after) after dropping them")
     }
 }
+
+/// `HeaderLine`: the head's lines as libcurl hands them over, read as bytes.
+@Suite struct HeaderLineTests {
+    func parse(_ text: String) -> HeaderLine {
+        Array(text.utf8).withUnsafeBytes { HeaderLine($0) }
+    }
+
+    @Test func statusLinesFieldsFoldingAndTheEnd() {
+        #expect(self.parse("HTTP/1.1 200 OK\r\n") == .statusLine(200))
+        #expect(self.parse("HTTP/2 404\r\n") == .statusLine(404))
+        #expect(self.parse("HTTP/1.1  100   Continue\r\n") == .statusLine(100))  // runs of spaces
+        #expect(self.parse("HTTP/1.1 abc\r\n") == .statusLine(0))
+        #expect(self.parse("HTTP/1.1 +200 OK\r\n") == .statusLine(0))
+        #expect(self.parse("HTTP/1.1 99999999999999999999\r\n") == .statusLine(0))  // no overflow
+        #expect(self.parse("HTTP/1.1\r\n") == .statusLine(0))
+        #expect(self.parse("\r\n") == .end)
+        #expect(self.parse("\n") == .end)
+        #expect(self.parse("") == .end)
+        #expect(self.parse("Content-Type: text/event-stream\r\n") == .field(name: "content-type", value: "text/event-stream"))
+        #expect(self.parse("X-Odd \t:\t  spaced value \t\r\n") == .field(name: "x-odd", value: "spaced value"))
+        #expect(self.parse("Empty:\r\n") == .field(name: "empty", value: ""))
+        #expect(self.parse("A: b: c\r\n") == .field(name: "a", value: "b: c"))  // the first colon splits
+        #expect(self.parse("  folded more  \r\n") == .continuation("folded more"))
+        #expect(self.parse("\tx\r\n") == .continuation("x"))
+        #expect(self.parse("no colon here\r\n") == .other)
+        // Only ASCII letters are lowercased; bytes that are not UTF-8 become replacement characters.
+        #expect(self.parse("ÄB: v\r\n") == .field(name: "Äb", value: "v"))
+        let invalid: [UInt8] = Array("X: ".utf8) + [0xFF, 0x0D, 0x0A]
+        #expect(invalid.withUnsafeBytes { HeaderLine($0) } == .field(name: "x", value: "\u{FFFD}"))
+    }
+}
