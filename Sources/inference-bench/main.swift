@@ -360,9 +360,13 @@ struct Round {
     var directSamples: [Sample]
     var ollamaDirectCPU: Double?
     /// Homebase CPU as a percentage of the emulator's in the same window, and in its direct window.
-    var percent: Double? { self.homebaseCPU.flatMap { h in self.ollamaCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } } }
-    var percentOfDirect: Double? {
-        self.homebaseCPU.flatMap { h in self.ollamaDirectCPU.flatMap { $0 > 0 ? 100 * h / $0 : nil } }
+    var percent: Double? { Self.percent(self.homebaseCPU, of: self.ollamaCPU) }
+    var percentOfDirect: Double? { Self.percent(self.homebaseCPU, of: self.ollamaDirectCPU) }
+    /// Streams of this round's window that completed.
+    var completed: Int { self.samples.filter { $0.error == nil }.count }
+
+    static func percent(_ part: Double?, of whole: Double?) -> Double? {
+        part.flatMap { p in whole.flatMap { $0 > 0 ? 100 * p / $0 : nil } }
     }
 }
 
@@ -404,16 +408,7 @@ let medianIndex = roundResults.indices.sorted {
     (roundResults[$0].percent ?? .infinity) < (roundResults[$1].percent ?? .infinity)
 }[(rounds - 1) / 2]
 let medianRound = roundResults[medianIndex]
-let concurrent = medianRound.samples
-let windowMs = medianRound.windowMs
-let homebaseCPU = medianRound.homebaseCPU
-let ollamaCPU = medianRound.ollamaCPU
-let relayCPU = medianRound.relayCPU
-let homebaseThreads = medianRound.threads
-let concurrentDirect = medianRound.directSamples
-let directWindowMs = medianRound.directWindowMs
-let ollamaDirectCPU = medianRound.ollamaDirectCPU
-let concurrentOK = concurrent.filter { $0.error == nil }
+let completedAllRounds = roundResults.reduce(0) { $0 + $1.completed }
 var concurrentErrors: [String: Int] = [:]
 for s in roundResults.flatMap(\.samples) { if let e = s.error { concurrentErrors[e, default: 0] += 1 } }
 
@@ -436,7 +431,7 @@ let cpuPercent = medianRound.percent
 // The emulator spends more CPU serving the Homebase (whose paced reads cost its kernel more window updates)
 // than serving the same load straight: the figure against its direct window is the stricter one.
 let cpuPercentOfDirect = medianRound.percentOfDirect
-let allCompleted = roundResults.allSatisfy { $0.samples.allSatisfy { $0.error == nil } }
+let allCompleted = completedAllRounds == rounds * concurrency
 var report: [String: Any] = [
     "model": model,
     "answer_tokens": answerTokens,
@@ -449,25 +444,25 @@ var report: [String: Any] = [
         "pass_p50": addedP50 <= 5, "pass_p99": addedP99 <= 20,
     ] as [String: Any],
     "concurrent": [
-        "streams": concurrency, "rounds": rounds, "completed": concurrentOK.count, "errors": concurrentErrors,
+        "streams": concurrency, "rounds": rounds, "completed": medianRound.completed, "errors": concurrentErrors,
         "per_round": roundResults.map {
-            ["window_ms": round2($0.windowMs), "completed": $0.samples.filter { $0.error == nil }.count,
+            ["window_ms": round2($0.windowMs), "completed": $0.completed,
              "homebase_cpu_ms": round2($0.homebaseCPU ?? .nan), "emulator_cpu_ms": round2($0.ollamaCPU ?? .nan),
              "emulator_cpu_ms_direct": round2($0.ollamaDirectCPU ?? .nan),
              "homebase_cpu_percent_of_emulator": round2($0.percent ?? .nan),
              "homebase_cpu_percent_of_emulator_direct": round2($0.percentOfDirect ?? .nan)] as [String: Any]
         },
         "median_round": medianIndex,
-        "completed_all_rounds": roundResults.reduce(0) { $0 + $1.samples.filter { $0.error == nil }.count },
-        "window_ms": round2(windowMs), "through_homebase": stats(concurrent),
-        "homebase_cpu_ms": round2(homebaseCPU ?? .nan), "emulator_cpu_ms": round2(ollamaCPU ?? .nan),
-        "relay_cpu_ms": round2(relayCPU ?? .nan),
+        "completed_all_rounds": completedAllRounds,
+        "window_ms": round2(medianRound.windowMs), "through_homebase": stats(medianRound.samples),
+        "homebase_cpu_ms": round2(medianRound.homebaseCPU ?? .nan), "emulator_cpu_ms": round2(medianRound.ollamaCPU ?? .nan),
+        "relay_cpu_ms": round2(medianRound.relayCPU ?? .nan),
         "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
         "homebase_cpu_percent_of_emulator_direct": round2(cpuPercentOfDirect ?? .nan),
         "target_percent_max": 10, "pass": allCompleted && (cpuPercent ?? .infinity) <= 10,
-        "direct_window_ms": round2(directWindowMs), "emulator_cpu_ms_direct": round2(ollamaDirectCPU ?? .nan),
-        "direct": stats(concurrentDirect),
-        "homebase_threads": homebaseThreads.map {
+        "direct_window_ms": round2(medianRound.directWindowMs), "emulator_cpu_ms_direct": round2(medianRound.ollamaDirectCPU ?? .nan),
+        "direct": stats(medianRound.directSamples),
+        "homebase_threads": medianRound.threads.map {
             ["name": $0.name, "cpu_ms": round2($0.cpuMs), "context_switches": $0.switches] as [String: Any]
         },
     ] as [String: Any],
@@ -495,10 +490,10 @@ let table = """
     | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
     | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
     | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
-    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(roundResults.reduce(0) { $0 + $1.samples.filter { $0.error == nil }.count }) of \(rounds * concurrency)".padding(12)) |             |
-    | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(homebaseCPU).padding(12)) |             |
-    | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(ollamaDirectCPU).padding(10)) | \(f(ollamaCPU).padding(12)) |             |
-    | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(relayCPU).padding(12)) |             |
+    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(completedAllRounds) of \(rounds * concurrency)".padding(12)) |             |
+    | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(medianRound.homebaseCPU).padding(12)) |             |
+    | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(medianRound.ollamaDirectCPU).padding(10)) | \(f(medianRound.ollamaCPU).padding(12)) |             |
+    | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(medianRound.relayCPU).padding(12)) |             |
     | Homebase CPU as % of emulator's       |            | \(f(cpuPercent).padding(12)) | <= 10 \(((cpuPercent ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
     | ... of the emulator's direct window   |            | \(f(cpuPercentOfDirect).padding(12)) | <= 10 \(((cpuPercentOfDirect ?? .infinity) <= 10 ? "ok" : "MISS").padding(5)) |
 
@@ -506,15 +501,15 @@ let table = """
 FileHandle.standardError.write(Data(table.utf8))
 var roundTable = "Rounds (Homebase ms / emulator ms same window / emulator ms direct = % / % of direct):\n"
 for (i, r) in roundResults.enumerated() {
-    let done = r.samples.filter { $0.error == nil }.count
+    let done = r.completed
     roundTable += "  \(i + 1)\(i == 0 ? " (first burst)" : ""): \(f(r.homebaseCPU)) / \(f(r.ollamaCPU)) / \(f(r.ollamaDirectCPU))"
         + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %\(done == concurrency ? "" : ", \(done) of \(concurrency) completed")\n"
 }
 FileHandle.standardError.write(Data(roundTable.utf8))
-// Where the Homebase's CPU went during the concurrent window, per thread name (schedstat, ns resolution).
-var threadTable = "Homebase threads, \(concurrency) streams:\n" + homebaseThreads.filter { $0.cpuMs >= 0.05 }
+// Where the Homebase's CPU went during the median round's window, per thread name (schedstat, ns resolution).
+var threadTable = "Homebase threads, \(concurrency) streams:\n" + medianRound.threads.filter { $0.cpuMs >= 0.05 }
     .map { "  \($0.name.padding(24)) \(f($0.cpuMs).padding(8)) ms  \($0.switches) switches\n" }.joined()
-threadTable += "  total \(f(homebaseThreads.reduce(0) { $0 + $1.cpuMs })) ms, \(homebaseThreads.reduce(0) { $0 + $1.switches }) switches\n"
+threadTable += "  total \(f(medianRound.threads.reduce(0) { $0 + $1.cpuMs })) ms, \(medianRound.threads.reduce(0) { $0 + $1.switches }) switches\n"
 FileHandle.standardError.write(Data(threadTable.utf8))
 
 extension String {
