@@ -36,17 +36,17 @@ public enum AEAD {
         return out
     }
 
-    /// Encrypts in place within `out`, laid out as `ad || nonce || message || tag space`: the message is
-    /// replaced by its ciphertext and the tag space by the tag, which together are `seal`'s output for that
-    /// message, additional data and nonce.
-    static func sealInPlace(out: inout [UInt8], adCount: Int, nonceCount: Int, messageCount: Int, key: SymmetricKey) {
-        precondition(nonceCount == Self.nonceByteCount
-                         && out.count == adCount + nonceCount + messageCount + Self.tagByteCount,
-                     "sealInPlace: layout does not add up")
+    /// Encrypts in place within `out`, laid out as `ad || nonce || message || tag space` (the first `adCount`
+    /// bytes, the 24-byte nonce, then the message up to the last 16 bytes): the message is replaced by its
+    /// ciphertext and the tag space by the tag, which together are `seal`'s output for that message, additional
+    /// data and nonce.
+    static func sealInPlace(_ out: inout [UInt8], adCount: Int, key: SymmetricKey) {
+        let messageCount = out.count - adCount - Self.nonceByteCount - Self.tagByteCount
+        precondition(adCount >= 0 && messageCount >= 0, "sealInPlace: shorter than additional data, nonce and tag")
         Sodium.ensureInitialized()
         let rc = out.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!
-            let message = base + adCount + nonceCount
+            let message = base + adCount + Self.nonceByteCount
             return key.withUnsafeBytes { k in
                 // libsodium encrypts in place when c == m; the additional data and nonce are only read.
                 crypto_aead_xchacha20poly1305_ietf_encrypt_detached(

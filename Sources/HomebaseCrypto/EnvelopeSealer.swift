@@ -28,8 +28,7 @@ public enum EnvelopeSealer {
         var out = header.encoded(reservingCapacity: padded + tag)
         out.append(contentsOf: plaintext)
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padded - plaintext.count + tag))
-        AEAD.sealInPlace(out: &out, adCount: EnvelopeHeader.adByteCount, nonceCount: EnvelopeHeader.nonceByteCount,
-                         messageCount: padded, key: key)
+        AEAD.sealInPlace(&out, adCount: EnvelopeHeader.adByteCount, key: key)
         return out
     }
 
