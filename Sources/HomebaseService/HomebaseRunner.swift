@@ -49,9 +49,7 @@ public final class HomebaseRunner: Sendable {
         // daemon left (perhaps killed while connected) must not speak for this one.
         try? self.state.setDaemonStatus(DaemonStatus(
             pid: ProcessInfo.processInfo.processIdentifier, updatedAtMs: Posix.wallClockMs, relayURL: settings.relayURL,
-            relayConnected: false,
-            runtime: RuntimeStatus(endpoint: settings.ollamaURL, verified: false, available: false, version: nil,
-                                   models: [], checkedAtMs: 0)))
+            relayConnected: false, runtime: .unknown))
         let identity = try self.state.deviceKey()
         let directory = PeerDirectory(selfKey: identity.publicKey, roster: try self.state.currentRoster())
         let seen = try SeenMessageStore(database: self.state.database)

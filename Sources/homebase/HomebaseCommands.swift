@@ -146,18 +146,15 @@ struct HomebaseCommands {
             return "all models"
         }()
         print("granted \(guest.short) \(scope)\(expiresAt.map { ", expires in \(Self.describe(ms: $0 - now))" } ?? "")")
-        print(self.daemonRunning
+        print(self.state.daemonIsRunning
               ? "the running daemon sends the signed grant and an advert within a second (stored if the guest is offline)"
               : "saved; 'homebase run' sends the signed grant when it starts")
     }
 
-    /// Whether a daemon is running on this state (it holds the state's lock).
-    private var daemonRunning: Bool { self.state.daemonIsRunning }
-
     func revoke(_ guestHex: String) throws {
         let guest = try Self.guestKey(guestHex)
         _ = try GuestRegistry(state: self.state).revoke(guest: guest, nowMs: Posix.wallClockMs)
-        print(self.daemonRunning
+        print(self.state.daemonIsRunning
               ? "revoked \(guest.short): refused from its next request; a stream in progress is stopped"
               : "revoked \(guest.short): refused from now on; 'homebase run' tells the guest when it starts")
     }
@@ -200,7 +197,7 @@ struct HomebaseCommands {
         print("max concurrent  \(settings.maxConcurrentRequests)")
         print("max queued      \(settings.maxQueuedRequests)")
         if !edits.isEmpty {
-            print(self.daemonRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
+            print(self.state.daemonIsRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }
     }
 
