@@ -57,6 +57,29 @@ public final class RelayLink: Sendable {
     /// A wake byte is in the pipe and the I/O thread has not drained it yet: further enqueues need not write
     /// another (one pipe write per burst instead of one per frame).
     private let wakePending = Atomic<Bool>(false)
+    /// The connection being served, for threads that write their queued frames themselves at the end of a batch
+    /// (`writeOrWake`). Whoever touches the WebSocket holds this lock: the I/O thread to read, write or close it
+    /// (never while it waits in poll(2)), another thread only when it finds the lock free.
+    private let io = Mutex(IOSlot())
+    /// Wake bytes written, and batches of frames another thread wrote itself (for tests).
+    let wakesWritten = Atomic<Int>(0)
+    let directWrites = Atomic<Int>(0)
+
+    private struct IOSlot {
+        var socket: SharedWebSocket?
+        /// A write from another thread failed: the I/O thread ends the connection.
+        var failed = false
+    }
+
+    /// The connection's WebSocket, used only under `io`.
+    private final class SharedWebSocket: @unchecked Sendable {
+        let ws: WebSocketClient
+        init(_ ws: WebSocketClient) { self.ws = ws }
+    }
+
+    /// Pending output the socket has not taken for this long ends the connection, as a blocking send's
+    /// deadline did.
+    private static let sendStallMs: UInt64 = 10_000
 
     public init(url: String, key: SigningSecretKey, options: Options = Options(),
                 onEvent: @escaping @Sendable (Event) -> Void) {
@@ -111,18 +134,50 @@ public final class RelayLink: Sendable {
         return ok
     }
 
-    /// Wakes the I/O thread. `deferrable` (frames queued): inside a batch of work on the calling thread (the
-    /// HTTP loop's pass), once at its end.
+    /// Wakes the I/O thread. `deferrable` (frames queued) inside a batch of work on the calling thread (the HTTP
+    /// loop's pass): once at its end, and then the calling thread writes the frames itself if it can
+    /// (`writeOrWake`).
     private func wake(deferrable: Bool = false) {
-        let writeByte = { [self] in
-            guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            var b: UInt8 = 1
-            _ = write(self.wakeWrite, &b, 1)
-        }
-        if deferrable {
-            DeferredWakes.wake(self, writeByte)
+        if deferrable, DeferredWakes.isBatching {
+            DeferredWakes.wake(self) { [self] in self.writeOrWake() }
         } else {
-            writeByte()
+            self.writeWakeByte()
+        }
+    }
+
+    private func writeWakeByte() {
+        guard !self.wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var b: UInt8 = 1
+        _ = write(self.wakeWrite, &b, 1)
+        self.wakesWritten.add(1, ordering: .relaxed)
+    }
+
+    /// At the end of a batch on another thread: writes the queued frames from that thread when the socket is
+    /// free, instead of waking the I/O thread to do it — no pipe write, no wake-up, and no pass of a second
+    /// thread per batch. Wakes it when the socket is busy (the I/O thread at it), not connected, or full (the
+    /// rest waits there for POLLOUT), or when the write failed (it ends the connection).
+    private func writeOrWake() {
+        let written = self.io.withLockIfAvailable { slot -> Bool in
+            guard let socket = slot.socket, !slot.failed else { return false }
+            do {
+                return try socket.ws.trySend(binaryMessages: self.takeOutbound())
+            } catch {
+                slot.failed = true
+                return false
+            }
+        }
+        if written == true {
+            self.directWrites.add(1, ordering: .relaxed)
+        } else {
+            self.writeWakeByte()
+        }
+    }
+
+    /// The queued frames, in order; the caller holds `io`, so frames taken later are written later.
+    private func takeOutbound() -> [[UInt8]] {
+        self.shared.withLock { s -> [[UInt8]] in
+            defer { s.outbound.removeAll(keepingCapacity: true) }
+            return s.outbound
         }
     }
 
@@ -209,32 +264,57 @@ public final class RelayLink: Sendable {
         }
     }
 
+    /// What one locked step at the socket found.
+    private struct Step {
+        var messages: [(opcode: WebSocketOpcode, payload: [UInt8])] = []
+        var heard = false
+        var pendingInput = false
+        var pendingOutput = false
+        var outputStalledMs: UInt64 = 0
+        /// Another thread's write failed.
+        var failed = false
+    }
+
     /// Serves one logged-in connection until it ends; returns the close code.
     private func serve(_ ws: WebSocketClient, machine: RelayClientStateMachine) -> UInt16? {
         var lastHeard = Posix.monotonicMs
         var lastPing = lastHeard
         var machine = machine
+        let fd = ws.pollDescriptor
         // Whether the socket may hold bytes: at first, and then whenever poll(2) says so.
         var readable = true
+        // From here on the WebSocket is touched only under `io`: other threads may write to it.
+        self.io.withLock { $0 = IOSlot(socket: SharedWebSocket(ws)) }
+        defer { self.io.withLock { $0 = IOSlot() } }
         do {
             while true {
                 if self.isStopped {
-                    ws.close(code: CloseCode.normal, reason: "")
+                    self.io.withLock { _ in ws.close(code: CloseCode.normal, reason: "") }
                     return CloseCode.normal
                 }
-                let out = self.shared.withLock { s -> [[UInt8]] in
-                    defer { s.outbound.removeAll(keepingCapacity: true) }
-                    return s.outbound
+                // Frames queued but not yet written go first, behind any output waiting for room; then everything
+                // already received is taken (as one batch). The socket is read only when poll said so: a wake
+                // for frames to send costs no recv(2).
+                let step = try self.io.withLock { slot throws(WebSocketClient.Error) -> Step in
+                    guard !slot.failed else { return Step(failed: true) }
+                    _ = try ws.trySend(binaryMessages: self.takeOutbound())
+                    let before = ws.bytesReceived
+                    var step = Step()
+                    step.messages = try ws.receiveAvailable(read: readable)
+                    step.heard = ws.bytesReceived != before  // a pong counts too
+                    step.pendingInput = ws.mayHavePendingInput
+                    step.pendingOutput = ws.hasPendingOutput
+                    step.outputStalledMs = ws.outputStalledMs(now: Posix.monotonicMs)
+                    return step
                 }
-                if !out.isEmpty { try ws.send(binaryMessages: out, deadline: .now + .seconds(10)) }
-                // Take everything already received (as one batch), then wait on the socket and the wake pipe.
-                // The socket is read only when poll said so: a wake for frames to send costs no recv(2).
+                if step.failed || step.outputStalledMs > Self.sendStallMs {
+                    self.io.withLock { _ in ws.abort() }
+                    return nil
+                }
+                if step.heard { lastHeard = Posix.monotonicMs }
                 var received: [RelayFrame] = []
                 defer { if !received.isEmpty { self.onEvent(.frames(received)) } }
-                let before = ws.bytesReceived
-                let messages = try ws.receiveAvailable(read: readable)
-                if ws.bytesReceived != before { lastHeard = Posix.monotonicMs }  // a pong counts too
-                for m in messages {
+                for m in step.messages {
                     guard m.opcode == .binary else { continue }
                     switch machine.messageReceived(m.payload[...]) {
                     case .deliver(let sender, let id, let payload):
@@ -244,7 +324,7 @@ public final class RelayLink: Sendable {
                     case .relayError(let code, let message):
                         received.append(.error(code: code, message: message))
                     case .close(let code, let reason):
-                        ws.close(code: code, reason: reason)
+                        self.io.withLock { _ in ws.close(code: code, reason: reason) }
                         return code
                     default:
                         break
@@ -261,17 +341,17 @@ public final class RelayLink: Sendable {
                 }
                 let now = Posix.monotonicMs
                 if now >= lastHeard + self.options.deadAfterMs {
-                    ws.abort()
+                    self.io.withLock { _ in ws.abort() }
                     return nil
                 }
                 if now >= lastHeard + self.options.keepaliveMs, now >= lastPing + self.options.keepaliveMs {
                     lastPing = now
-                    try ws.ping()
+                    _ = try self.io.withLock { _ throws(WebSocketClient.Error) in try ws.tryPing() }
                 }
                 // Input poll cannot announce (a failure after the last messages, TLS records past the bound):
-                // take it at once, only draining the wake pipe.
-                let pending = ws.mayHavePendingInput
-                readable = self.waitReadable(ws.pollDescriptor, timeoutMs: pending ? 0 : 1_000) || pending
+                // take it at once, only draining the wake pipe. Output waiting for room: wake when there is.
+                readable = self.waitReadable(fd, writable: step.pendingOutput, timeoutMs: step.pendingInput ? 0 : 1_000)
+                    || step.pendingInput
             }
         } catch {
             if case .closed(let code, _) = error { return code }
@@ -279,10 +359,11 @@ public final class RelayLink: Sendable {
         }
     }
 
-    /// Waits for the socket or the wake pipe; returns whether the socket is readable (or failed: the read
-    /// will say how). A wake byte is drained.
-    private func waitReadable(_ fd: Int32, timeoutMs: Int32) -> Bool {
-        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+    /// Waits for the socket (readable, or writable when `writable`) or the wake pipe; returns whether the
+    /// socket is readable (or failed: the read will say how). A wake byte is drained.
+    private func waitReadable(_ fd: Int32, writable: Bool, timeoutMs: Int32) -> Bool {
+        let events = Int16(POLLIN) | (writable ? Int16(POLLOUT) : 0)
+        var fds = [pollfd(fd: fd, events: events, revents: 0),
                    pollfd(fd: self.wakeRead, events: Int16(POLLIN), revents: 0)]
         if poll(&fds, 2, timeoutMs) < 0 {
             return true  // EINTR and the like: read to find out rather than miss anything
@@ -295,7 +376,7 @@ public final class RelayLink: Sendable {
             while read(self.wakeRead, &buf, buf.count) > 0 {}
             self.wakePending.store(false, ordering: .releasing)
         }
-        return fds[0].revents != 0
+        return fds[0].revents & ~Int16(POLLOUT) != 0
     }
 
     /// Waits out a reconnect delay; a stop cuts it short. A stale wake byte (a frame queued just before the

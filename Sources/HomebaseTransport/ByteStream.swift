@@ -41,6 +41,12 @@ public protocol ByteStream: AnyObject {
     ///   `close()` or when the peer is gone, `.io` / `.tls` for other failures.
     func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError)
 
+    /// Writes as much of `bytes` as the socket takes now, without waiting; returns how many bytes that was (0
+    /// when the socket buffer is full). After a short write, retry with the rest of the same bytes, unchanged
+    /// and at the same address (a TLS layer may hold a record it must finish with exactly those bytes).
+    /// - Throws: `.closed` after `close()` or when the peer is gone, `.io` / `.tls` for other failures.
+    func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int
+
     /// Returns between 1 and `maxBytes` bytes as soon as any are available, or an empty array when the
     /// peer closed the stream cleanly. `timeout` nil waits forever; `.zero` only takes what is ready.
     /// - Throws: `.timedOut` when nothing arrived in time (the stream stays usable), `.closed` after
@@ -62,6 +68,24 @@ public protocol ByteStream: AnyObject {
 
 extension ByteStream {
     public var mayHoldReadBytes: Bool { false }
+
+    /// `send(_:deadline:)` from `trySend`: writes what the socket takes, and waits with poll(2) for room.
+    func sendAll(_ bytes: [UInt8], socket: Int32, deadline: ContinuousClock.Instant?) throws(TransportError) {
+        let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
+        var offset = 0
+        while offset < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                Result { () throws(TransportError) -> Int in try self.trySend(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+            }
+            offset += try result.get()
+            guard offset < bytes.count else { return }
+            switch Posix.poll(socket, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
+            case .failure(let error): throw error
+            case .success(0): throw .timedOut
+            case .success: continue
+            }
+        }
+    }
 }
 
 extension Duration {

@@ -84,26 +84,24 @@ public final class CurlTLSStream: ByteStream {
     public var pollDescriptor: Int32 { self.socket }
 
     public func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
+        guard self.handle != nil else { throw .closed }
+        try self.sendAll(bytes, socket: self.socket, deadline: deadline)
+    }
+
+    public func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int {
         guard let handle = self.handle else { throw .closed }
-        let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
         var offset = 0
         while offset < bytes.count {
             var sent = 0
             self.errorBuffer[0] = 0
-            let rc = bytes.withUnsafeBytes { raw in
-                curl_easy_send(handle, raw.baseAddress! + offset, raw.count - offset, &sent)
+            let rc = curl_easy_send(handle, bytes.baseAddress! + offset, bytes.count - offset, &sent)
+            guard rc == CURLE_OK else {
+                guard rc == CURLE_AGAIN else { throw self.error(for: rc, during: "send") }
+                break
             }
-            if rc == CURLE_OK {
-                offset += sent
-                continue
-            }
-            guard rc == CURLE_AGAIN else { throw self.error(for: rc, during: "send") }
-            switch Posix.poll(self.socket, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
-            case .failure(let error): throw error
-            case .success(0): throw .timedOut
-            case .success: continue
-            }
+            offset += sent
         }
+        return offset
     }
 
     public func receive(maxBytes: Int, timeout: Duration?) throws(TransportError) -> [UInt8] {

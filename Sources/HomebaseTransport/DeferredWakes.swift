@@ -39,6 +39,9 @@ public enum DeferredWakes {
         return try body()
     }
 
+    /// Whether a batch is running on this thread: a wake-up asked for now would run at its end.
+    public static var isBatching: Bool { pthread_getspecific(Self.key) != nil }
+
     /// Runs `action` now, or at the end of this thread's batch if one is running (once per `target`).
     public static func wake(_ target: AnyObject, _ action: @escaping () -> Void) {
         guard let raw = pthread_getspecific(Self.key) else {

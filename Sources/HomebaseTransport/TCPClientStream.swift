@@ -81,28 +81,25 @@ public final class TCPClientStream: ByteStream {
 
     public func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
         guard self.fd >= 0 else { throw .closed }
-        let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
+        try self.sendAll(bytes, socket: self.fd, deadline: deadline)
+    }
+
+    public func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int {
+        guard self.fd >= 0 else { throw .closed }
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                posixSend(self.fd, raw.baseAddress! + offset, raw.count - offset)
-            }
+            let n = posixSend(self.fd, bytes.baseAddress! + offset, bytes.count - offset)
             if n > 0 {
                 offset += n
                 continue
             }
             let code = Posix.errno
             if code == EINTR { continue }
-            if code == EAGAIN || code == EWOULDBLOCK {
-                switch Posix.poll(self.fd, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
-                case .failure(let error): throw error
-                case .success(0): throw .timedOut
-                case .success: continue
-                }
-            }
+            if code == EAGAIN || code == EWOULDBLOCK { break }
             if code == EPIPE || code == ECONNRESET { throw .closed }
             throw .io(code)
         }
+        return offset
     }
 
     public func receive(maxBytes: Int, timeout: Duration?) throws(TransportError) -> [UInt8] {

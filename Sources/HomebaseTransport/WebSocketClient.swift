@@ -6,8 +6,9 @@ internal import CLinux
 
 /// A blocking RFC 6455 client over a `ByteStream`: `ws://` on a plain socket, `wss://` over libcurl's TLS.
 ///
-/// Thread safety: one thread at a time (like `ByteStream`). `RelayLink` wraps it in an I/O thread for
-/// concurrent use. Pings from the server are answered inside `receive`.
+/// Thread safety: one thread at a time (like `ByteStream`). `RelayLink` serves it from an I/O thread and lets
+/// other threads write through it under a lock. Pings from the server are answered inside `receive`, as far as
+/// the socket takes the pong at once (`trySend`); the rest goes out with the next write.
 public final class WebSocketClient {
     public enum Error: Swift.Error, Equatable, CustomStringConvertible {
         case badURL(String)
@@ -47,6 +48,13 @@ public final class WebSocketClient {
     private var rng = SystemRandomNumberGenerator()
     /// Masking keys drawn ahead, used from the end.
     private var maskKeys: [UInt32] = []
+    /// Encoded frames the socket has not taken yet, oldest first; the first is written from `outputOffset`.
+    /// An element is never changed once queued, so a retried write presents the same bytes at the same address
+    /// (`ByteStream.trySend`).
+    private var output: [[UInt8]] = []
+    private var outputOffset = 0
+    /// When the socket last took bytes, or output began to wait (`Posix.monotonicMs`).
+    private var outputProgressMs: UInt64 = 0
 
     /// Connects and completes the opening handshake.
     public static func connect(_ urlString: String, options: Options = Options()) throws(Error) -> WebSocketClient {
@@ -120,6 +128,73 @@ public final class WebSocketClient {
     /// The socket, for polling several clients; see `ByteStream.pollDescriptor`.
     public var pollDescriptor: Int32 { self.stream.pollDescriptor }
 
+    /// Whether frames wait for room in the socket (`trySend`): an event loop then polls for POLLOUT and calls
+    /// `flushAvailable`. Every send writes them first.
+    public var hasPendingOutput: Bool { !self.output.isEmpty }
+
+    /// How long pending output has waited without the socket taking a byte (0 when none waits).
+    public func outputStalledMs(now: UInt64) -> UInt64 {
+        self.output.isEmpty ? 0 : now &- min(now, self.outputProgressMs)
+    }
+
+    /// Encodes the messages as one write behind any pending output and writes what the socket takes now,
+    /// without waiting: for a thread that must not block (the rest waits for `flushAvailable`). Returns whether
+    /// everything is written.
+    /// - Throws: `.transport` when the write failed; the connection is then unusable.
+    public func trySend(binaryMessages: [[UInt8]]) throws(Error) -> Bool {
+        if !binaryMessages.isEmpty { self.queue(self.encode(binaryMessages)) }
+        return try self.flushAvailable()
+    }
+
+    /// Queues a ping (as `trySend`) and writes what the socket takes now.
+    public func tryPing() throws(Error) -> Bool {
+        self.queue(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8](), maskingKey: self.maskingKey()))
+        return try self.flushAvailable()
+    }
+
+    /// Writes pending output while the socket takes it, without waiting. Returns whether none is left.
+    public func flushAvailable() throws(Error) -> Bool {
+        do { return try self.drain() } catch { throw .transport(error) }
+    }
+
+    private func drain() throws(TransportError) -> Bool {
+        while let first = self.output.first {
+            let offset = self.outputOffset
+            let result = first.withUnsafeBytes { raw in
+                Result { () throws(TransportError) -> Int in try self.stream.trySend(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+            }
+            let written = try result.get()
+            if written > 0 { self.outputProgressMs = Posix.monotonicMs }
+            self.outputOffset += written
+            guard self.outputOffset == first.count else { return false }
+            self.output.removeFirst()
+            self.outputOffset = 0
+        }
+        return true
+    }
+
+    private func queue(_ bytes: [UInt8]) {
+        if self.output.isEmpty { self.outputProgressMs = Posix.monotonicMs }
+        self.output.append(bytes)
+    }
+
+    /// Writes pending output and then `bytes`, waiting with poll(2) for room until `deadline`.
+    private func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
+        if !self.output.isEmpty {
+            self.queue(bytes)
+            let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
+            while true {
+                if try self.drain() { return }
+                switch Posix.poll(self.stream.pollDescriptor, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
+                case .failure(let error): throw error
+                case .success(0): throw .timedOut
+                case .success: continue
+                }
+            }
+        }
+        try self.stream.send(bytes, deadline: deadline)
+    }
+
     public func send(binary payload: some Collection<UInt8>, deadline: ContinuousClock.Instant? = nil) throws(Error) {
         try self.sendFrame(.binary, payload, deadline: deadline)
     }
@@ -134,12 +209,17 @@ public final class WebSocketClient {
 
     /// Encodes several binary messages into one write (fewer syscalls for a burst).
     public func send(binaryMessages: [[UInt8]], deadline: ContinuousClock.Instant? = nil) throws(Error) {
+        do { try self.write(self.encode(binaryMessages), deadline: deadline) } catch { throw .transport(error) }
+    }
+
+    /// The messages as binary frames, back to back.
+    private func encode(_ binaryMessages: [[UInt8]]) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(binaryMessages.reduce(0) { $0 + $1.count + 14 })
         for m in binaryMessages {
             WebSocketFrameEncoder.encode(opcode: .binary, payload: m, maskingKey: self.maskingKey(), into: &out)
         }
-        do { try self.stream.send(out, deadline: deadline) } catch { throw .transport(error) }
+        return out
     }
 
     /// Sends a close frame and closes the stream (without waiting for the server's close).
@@ -149,7 +229,7 @@ public final class WebSocketClient {
         let frame = WebSocketFrameEncoder.encode(opcode: .close,
                                                  payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason),
                                                  maskingKey: self.maskingKey())
-        try? self.stream.send(frame, deadline: .now + .milliseconds(200))
+        try? self.write(frame, deadline: .now + .milliseconds(200))
         self.stream.close()
     }
 
@@ -251,17 +331,20 @@ public final class WebSocketClient {
             case .message(let opcode, let payload):
                 return (opcode, payload)
             case .ping(let data):
-                // A failed pong is not this call's failure: a close or EOF queued behind the ping tells more.
-                try? self.sendFrame(.pong, data, deadline: .now + .seconds(5))
+                // Written as far as the socket takes it now: a reader must not block on a full socket (an event
+                // loop polls for POLLOUT while output is pending; any send writes it first). A failed pong is
+                // not this call's failure: a close or EOF queued behind the ping tells more.
+                self.queue(WebSocketFrameEncoder.encode(opcode: .pong, payload: data, maskingKey: self.maskingKey()))
+                _ = try? self.drain()
             case .pong:
                 continue
             case .close(let code, let reason):
                 if !self.closed {
                     self.closed = true
                     let echo = code.map { WebSocketFrameEncoder.closePayload(code: $0, reason: "") } ?? []
-                    try? self.stream.send(WebSocketFrameEncoder.encode(opcode: .close, payload: echo,
-                                                                       maskingKey: self.maskingKey()),
-                                          deadline: .now + .milliseconds(200))
+                    try? self.write(WebSocketFrameEncoder.encode(opcode: .close, payload: echo,
+                                                                 maskingKey: self.maskingKey()),
+                                    deadline: .now + .milliseconds(200))
                     self.stream.close()
                 }
                 throw .closed(code: code, reason: reason)
@@ -272,7 +355,7 @@ public final class WebSocketClient {
     private func sendFrame(_ opcode: WebSocketOpcode, _ payload: some Collection<UInt8>,
                            deadline: ContinuousClock.Instant?) throws(Error) {
         let frame = WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, maskingKey: self.maskingKey())
-        do { try self.stream.send(frame, deadline: deadline) } catch { throw .transport(error) }
+        do { try self.write(frame, deadline: deadline) } catch { throw .transport(error) }
     }
 
     /// A fresh masking key per frame (RFC 6455 §5.3), from the system's CSPRNG, drawn 64 keys at a time:

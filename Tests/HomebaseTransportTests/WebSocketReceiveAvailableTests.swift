@@ -18,6 +18,10 @@ import Testing
         }
 
         func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) { self.sent.append(bytes) }
+        func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int {
+            self.sent.append(Array(bytes))
+            return bytes.count
+        }
         func receive(maxBytes: Int, timeout: Duration?) throws(TransportError) -> [UInt8] {
             self.readCount += 1
             guard !self.reads.isEmpty else { throw .timedOut }

@@ -1,0 +1,121 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Synchronization
+import Testing
+@testable import HomebaseNode
+
+/// Frames queued inside a batch of work on another thread (the HTTP loop's pass) are written by that thread at the
+/// batch's end, without waking the link's I/O thread; from many threads at once they still arrive whole and in
+/// each thread's order.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RelayLinkDirectWriteTests {
+    /// A started link that records what it receives.
+    final class Peer: Sendable {
+        final class Record: Sendable {
+            let delivered = Mutex<[[UInt8]]>([])
+            let connected = DispatchSemaphore(value: 0)
+        }
+
+        let key = SigningSecretKey.generate()
+        let link: RelayLink
+        let record = Record()
+
+        init(_ relay: LocalRelay) {
+            let record = self.record
+            self.link = RelayLink(url: relay.url, key: self.key) { event in
+                switch event {
+                case .connected: record.connected.signal()
+                case .frames(let frames):
+                    for case .deliver(_, _, let payload) in frames { record.delivered.withLock { $0.append(Array(payload)) } }
+                default: break
+                }
+            }
+            self.link.start()
+        }
+
+        func waitConnected() throws {
+            guard self.record.connected.wait(timeout: .now() + 5) == .success else { throw MessengerTestError("no connection") }
+        }
+
+        /// Waits until `count` payloads arrived; returns them.
+        func waitDelivered(_ count: Int) throws -> [[UInt8]] {
+            let deadline = Posix.monotonicMs + 10_000
+            while Posix.monotonicMs < deadline {
+                let got = self.record.delivered.withLock { $0 }
+                if got.count >= count { return got }
+                usleep(2_000)
+            }
+            throw MessengerTestError("only \(self.record.delivered.withLock { $0.count }) of \(count) delivered")
+        }
+    }
+
+    @Test func framesQueuedInABatchAreWrittenByTheBatchingThread() throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = Peer(relay), b = Peer(relay)
+        defer { a.link.stop(); b.link.stop() }
+        try a.waitConnected()
+        try b.waitConnected()
+        usleep(50_000)  // the I/O thread settles in poll(2)
+        let wakesBefore = a.link.wakesWritten.load(ordering: .relaxed)
+        DeferredWakes.batch {
+            for i in 0..<20 {
+                a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [UInt8(i)][...]))
+            }
+        }
+        #expect(try b.waitDelivered(20) == (0..<20).map { [UInt8($0)] })
+        #expect(a.link.directWrites.load(ordering: .relaxed) == 1)
+        // Without the direct write, the batch's end would have written one wake byte.
+        #expect(a.link.wakesWritten.load(ordering: .relaxed) == wakesBefore)
+    }
+
+    @Test func outsideABatchTheIOThreadWrites() throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = Peer(relay), b = Peer(relay)
+        defer { a.link.stop(); b.link.stop() }
+        try a.waitConnected()
+        try b.waitConnected()
+        a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [7][...]))
+        #expect(try b.waitDelivered(1) == [[7]])
+        #expect(a.link.directWrites.load(ordering: .relaxed) == 0)
+        #expect(a.link.wakesWritten.load(ordering: .relaxed) >= 1)
+    }
+
+    @Test func manyThreadsBatchingAtOnceKeepEachThreadsOrder() throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = Peer(relay), b = Peer(relay)
+        defer { a.link.stop(); b.link.stop() }
+        try a.waitConnected()
+        try b.waitConnected()
+        let threads = 4, batches = 50, perBatch = 5
+        let group = DispatchGroup()
+        for t in 0..<threads {
+            group.enter()
+            Thread {
+                for batch in 0..<batches {
+                    DeferredWakes.batch {
+                        for i in 0..<perBatch {
+                            let n = batch * perBatch + i
+                            // A send id asks for a RECEIPT: the I/O thread reads while the batches write.
+                            a.link.enqueue(.send(sendID: UInt32(t * 10_000 + n + 1), recipient: b.key.publicKey,
+                                                 flags: 0, payload: [UInt8(t), UInt8(n >> 8), UInt8(n & 0xFF)][...]))
+                        }
+                    }
+                }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        let total = threads * batches * perBatch
+        let got = try b.waitDelivered(total)
+        #expect(got.count == total)
+        for t in 0..<threads {
+            let mine = got.filter { $0[0] == UInt8(t) }.map { Int($0[1]) << 8 | Int($0[2]) }
+            #expect(mine == Array(0..<(batches * perBatch)))
+        }
+        #expect(a.link.directWrites.load(ordering: .relaxed) > 0)
+    }
+}
