@@ -23,10 +23,13 @@ public struct InferenceLimits: Sendable, Equatable {
     public var coalesceMaxBytes: Int
     /// Chunk frames a second that all running streams may cost together. Past `coalesceDelayMs`, a stream's
     /// read interval (and so its chunk interval) grows with the number of streams, so their sum stays within
-    /// this: a quarter of the relay's SEND rate per connection (2,000/s, Protocol/relay.md §6), so the relay's
+    /// this: an eighth of the relay's SEND rate per connection (2,000/s, Protocol/relay.md §6), so the relay's
     /// bucket never refuses a chunk, accepts and dones never wait behind a flood of them, and the Homebase's
-    /// work per second stays bounded however many streams the owner allows.
-    public var chunkFramesPerSecond = 500
+    /// work per second stays bounded however many streams the owner allows. Each read of a stream costs a
+    /// recv(2), libcurl's pass, decoding and a sealed frame: at the admission ceiling (64 streams) the budget
+    /// is what keeps the Homebase's CPU within a tenth of the runtime's, and the streams still move four times
+    /// a second (`maxCoalesceDelayMs`). With 500, 64 streams read every 150 ms and cost 15 % more CPU.
+    public var chunkFramesPerSecond = 250
     /// The longest interval that budget may stretch a stream's to: text still moves four times a second, far
     /// inside the client's 30 s between-chunks watchdog.
     public var maxCoalesceDelayMs: UInt64 = 250
@@ -66,8 +69,8 @@ public struct InferenceLimits: Sendable, Equatable {
 
     /// The read interval while `running` requests stream at once: the coalescing delay, or a whole number of
     /// delays (up to `maxCoalesceDelayMs`) so that together they read, and send chunks, at most
-    /// `chunkFramesPerSecond` times a second — past 125 streams with the defaults (twice the admission
-    /// ceiling), held at the 250 ms ceiling, they may read more. `nil` when there is no coalescing delay.
+    /// `chunkFramesPerSecond` times a second — past 62 streams with the defaults (at the admission ceiling of
+    /// 64, 256 a second), held at the 250 ms ceiling, they may read more. `nil` when there is no coalescing delay.
     public func runtimeReadPacing(running: Int) -> Duration? {
         guard self.coalesceDelayMs > 0 else { return nil }
         let budget = UInt64(max(self.chunkFramesPerSecond, 1))

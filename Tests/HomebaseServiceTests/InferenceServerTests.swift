@@ -174,20 +174,20 @@ import Testing
     }
 
     @Test func readPacingStretchesWithTheStreamsWithinTheFrameBudget() {
-        let limits = InferenceLimits()  // 30 ms, 500 chunk frames a second, at most 250 ms
-        // 2 ms per stream, rounded up to whole 30 ms steps, at most 250 ms.
-        let table: [(running: Int, ms: Int64)] = [(0, 30), (1, 30), (15, 30), (16, 60), (17, 60), (30, 60),
-                                                  (31, 90), (64, 150), (120, 240), (121, 250), (125, 250),
-                                                  (126, 250), (10_000, 250)]
+        let limits = InferenceLimits()  // 30 ms, 250 chunk frames a second, at most 250 ms
+        // 4 ms per stream, rounded up to whole 30 ms steps, at most 250 ms.
+        let table: [(running: Int, ms: Int64)] = [(0, 30), (1, 30), (7, 30), (8, 60), (15, 60), (16, 90),
+                                                  (31, 150), (37, 150), (38, 180), (60, 240), (61, 250), (62, 250),
+                                                  (64, 250), (10_000, 250)]
         for (running, ms) in table {
             #expect(limits.runtimeReadPacing(running: running) == .milliseconds(ms), "\(running) streams")
         }
-        // Within the budget: running streams each reading once per interval read at most 500 times a second
+        // Within the budget: running streams each reading once per interval read at most 250 times a second
         // (until the ceiling); and below the ceiling the interval is a whole number of 30 ms steps, so it
-        // changes only every 15 streams.
-        for running in 1...125 {
+        // changes only every 7 or 8 streams.
+        for running in 1...62 {
             let interval = limits.runtimeReadPacing(running: running)!
-            #expect(Double(running) / (interval / .seconds(1)) <= 500.0001)
+            #expect(Double(running) / (interval / .seconds(1)) <= 250.0001)
             #expect(interval == .milliseconds(250) || interval.components.attoseconds % 30_000_000_000_000_000 == 0,
                     "\(running) streams: \(interval)")
         }
