@@ -313,7 +313,7 @@ public final class RelayLink: Sendable {
                 }
                 if step.heard { lastHeard = Posix.monotonicMs }
                 var received: [RelayFrame] = []
-                defer { if !received.isEmpty { self.onEvent(.frames(received)) } }
+                defer { if !received.isEmpty { self.deliver(received) } }
                 for m in step.messages {
                     guard m.opcode == .binary else { continue }
                     switch machine.messageReceived(m.payload[...]) {
@@ -331,12 +331,12 @@ public final class RelayLink: Sendable {
                     }
                     // Bounded: a relay that never stops sending still gets its frames handled in batches.
                     if received.count >= 256 {
-                        self.onEvent(.frames(received))
+                        self.deliver(received)
                         received.removeAll(keepingCapacity: true)
                     }
                 }
                 if !received.isEmpty {
-                    self.onEvent(.frames(received))
+                    self.deliver(received)
                     received.removeAll()
                 }
                 let now = Posix.monotonicMs
@@ -357,6 +357,12 @@ public final class RelayLink: Sendable {
             if case .closed(let code, _) = error { return code }
             return nil
         }
+    }
+
+    /// Hands received frames to the owner inside a batch: what its handling queues (ACKs, replies) is written
+    /// from here at the end (`writeOrWake`), without a wake byte to this very thread and another turn of its loop.
+    private func deliver(_ frames: [RelayFrame]) {
+        DeferredWakes.batch { self.onEvent(.frames(frames)) }
     }
 
     /// Waits for the socket (readable, or writable when `writable`) or the wake pipe; returns whether the

@@ -54,6 +54,9 @@ final class CurlMultiLoop: Sendable {
     let cancelsPosted = Atomic<Int>(0)
     /// Holds ended (the socket returned to the set, or left with its transfer) (tests count them).
     let holdReleases = Atomic<Int>(0)
+    /// Easy handles reused from the pool so far (tests count them).
+    let handlesReused = Atomic<Int>(0)
+    private let maxConnections: Int
 
     /// - Parameter maxConnections: idle connections kept for reuse (CURLMOPT_MAXCONNECTS).
     init(maxConnections: Int) {
@@ -62,6 +65,7 @@ final class CurlMultiLoop: Sendable {
             fatalError("curl_multi_init failed: out of memory")
         }
         self.multi = MultiHandle(raw: raw)
+        self.maxConnections = max(1, maxConnections)
         self.events.attach(to: raw)
         // Ignoring the code: MAXCONNECTS takes any non-negative long, and a failure only costs reuse.
         _ = ccurl_multi_setopt_long(raw, CURLMOPT_MAXCONNECTS, max(1, maxConnections))
@@ -136,6 +140,8 @@ final class CurlMultiLoop: Sendable {
         self.loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         let multi = self.multi.raw
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+        // As many idle handles as idle connections: a burst's handles serve the next burst.
+        let handles = CurlHandlePool(capacity: self.maxConnections)
 
         func remove(_ easy: UnsafeMutableRawPointer) -> CurlTransfer? {
             guard let transfer = active.removeValue(forKey: easy) else { return nil }
@@ -174,7 +180,7 @@ final class CurlMultiLoop: Sendable {
                         continue
                     }
                     do throws(HTTPClientError) {
-                        let easy = try transfer.makeEasyHandle()
+                        let easy = try transfer.makeEasyHandle(pool: handles)
                         let code = curl_multi_add_handle(multi, easy)
                         guard code == CURLM_OK else {
                             let message = String(cString: curl_multi_strerror(code))
@@ -186,6 +192,7 @@ final class CurlMultiLoop: Sendable {
                         transfer.finish(error: error)
                     }
                 }
+                if !work.started.isEmpty { self.handlesReused.store(handles.reused, ordering: .relaxed) }
                 for transfer in work.cancelled {
                     guard let easy = transfer.easy, active[easy] != nil else { continue }
                     // Already draining (a consumer may let go more than once: the Homebase's stream and the

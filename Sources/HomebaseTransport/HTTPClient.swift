@@ -35,6 +35,8 @@ public final class HTTPClient: Sendable {
     var loopCancelsPosted: Int { self.loop.cancelsPosted.load(ordering: .relaxed) }
     /// Pacing holds ended: the socket returned to the loop's set, or left with its transfer (tests count them).
     var pacingHoldReleases: Int { self.loop.holdReleases.load(ordering: .relaxed) }
+    /// Transfers that reused an ended transfer's easy handle (tests count them).
+    var loopHandlesReused: Int { self.loop.handlesReused.load(ordering: .relaxed) }
 
     /// Sends `request` and returns the whole response, body buffered (at most `request.maxResponseBytes`).
     ///

@@ -15,22 +15,28 @@ import Testing
         final class Record: Sendable {
             let delivered = Mutex<[[UInt8]]>([])
             let connected = DispatchSemaphore(value: 0)
+            /// The link, for ACKs sent from the handler (as `RelayMessenger` does).
+            let link = Mutex<RelayLink?>(nil)
         }
 
         let key = SigningSecretKey.generate()
         let link: RelayLink
         let record = Record()
 
-        init(_ relay: LocalRelay) {
+        init(_ relay: LocalRelay, acks: Bool = false) {
             let record = self.record
             self.link = RelayLink(url: relay.url, key: self.key) { event in
                 switch event {
                 case .connected: record.connected.signal()
                 case .frames(let frames):
-                    for case .deliver(_, _, let payload) in frames { record.delivered.withLock { $0.append(Array(payload)) } }
+                    for case .deliver(_, let id, let payload) in frames {
+                        record.delivered.withLock { $0.append(Array(payload)) }
+                        if acks { record.link.withLock { $0 }?.enqueue(.ack(deliveryID: id)) }
+                    }
                 default: break
                 }
             }
+            self.record.link.withLock { $0 = self.link }
             self.link.start()
         }
 
@@ -68,6 +74,23 @@ import Testing
         #expect(a.link.directWrites.load(ordering: .relaxed) == 1)
         // Without the direct write, the batch's end would have written one wake byte.
         #expect(a.link.wakesWritten.load(ordering: .relaxed) == wakesBefore)
+    }
+
+    @Test func repliesToReceivedFramesAreWrittenWithoutAWake() throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = Peer(relay), b = Peer(relay, acks: true)
+        defer { a.link.stop(); b.link.stop(); b.record.link.withLock { $0 = nil } }
+        try a.waitConnected()
+        try b.waitConnected()
+        for i in 0..<5 {
+            a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: SendFlags.store, payload: [UInt8(i)][...]))
+        }
+        #expect(try b.waitDelivered(5).count == 5)
+        usleep(50_000)
+        // B's I/O thread handled the deliveries in a batch and wrote its ACKs at its end, itself.
+        #expect(b.link.directWrites.load(ordering: .relaxed) >= 1)
+        #expect(b.link.wakesWritten.load(ordering: .relaxed) == 0)
     }
 
     @Test func outsideABatchTheIOThreadWrites() throws {

@@ -51,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path
         if path == "/json":
             self.send_body(200, json.dumps({"hello": "world", "peer": self.client_address[1]}).encode())
+        elif path == "/request":
+            self.send_body(200, json.dumps({"method": self.command, "x-test": self.headers.get("X-Test"),
+                                            "length": self.headers.get("Content-Length")}).encode())
         elif path == "/error":
             self.send_body(500, b'{"error":"model \'x\' crashed"}')
         elif path.startswith("/huge"):
@@ -228,6 +231,24 @@ struct HTTPClientTests {
         let second = try await client.send(HTTPRequest(url: server.url("/json")))
         // The server reports the client's source port: the same port means the same TCP connection.
         #expect(try json(first.body)["peer"] as? Int == json(second.body)["peer"] as? Int)
+    }
+
+    @Test func aReusedHandleKeepsNothingOfItsLastRequest() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        // A failure first: its message must not be the next transfer's.
+        await #expect(throws: HTTPClientError.self) {
+            try await client.send(HTTPRequest(url: "http://127.0.0.1:1/", connectTimeout: .seconds(2)))
+        }
+        _ = try await client.send(
+            HTTPRequest(method: "POST", url: server.url("/echo"), headers: [("X-Test", "set")], body: [1, 2, 3]))
+        let plain = try await client.send(HTTPRequest(url: server.url("/request")))
+        #expect(client.loopHandlesReused == 2)
+        let seen = try json(plain.body)
+        #expect(plain.head.status == 200)
+        #expect(seen["method"] as? String == "GET")
+        #expect(seen["x-test"] is NSNull)
+        #expect(seen["length"] is NSNull)
     }
 
     @Test func postSendsBodyAndHeadersVerbatim() async throws {
