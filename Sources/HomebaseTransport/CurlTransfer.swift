@@ -1,6 +1,7 @@
 internal import CCurl
 internal import CCurlShim
 import Glibc
+import HomebaseCore
 import Synchronization
 
 /// One request in flight on a `CurlMultiLoop`: its easy handle, the head being parsed, and where results go.
@@ -28,6 +29,8 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var delivery: Delivery
     /// Set by any thread that wants the transfer gone; the loop checks it before starting the transfer.
     let cancelRequested = Atomic<Bool>(false)
+    /// Body pieces libcurl handed over (write callbacks) (tests count them).
+    let bodyPieces = Atomic<Int>(0)
 
     // MARK: Loop thread only
     private(set) var easy: UnsafeMutableRawPointer?
@@ -42,6 +45,10 @@ final class CurlTransfer: @unchecked Sendable {
     private var headComplete = false
     /// `.buffered`: the whole body so far. `.pushed`: what this loop pass read, handed over by `flushDelivery`.
     private var body: [UInt8] = []
+    /// `.pushed` with a chunked body: libcurl hands over the raw body once per read (transfer decoding off), and
+    /// this takes the chunk framing off, where libcurl's own decoder called the write callback once per chunk
+    /// (once per token from a runtime that flushes each).
+    private var chunks: HTTPChunkedStreamDecoder?
     /// A failure found by our own checks (size, idle time), which wins over the CURLcode it causes.
     private var failure: HTTPClientError?
     private var isFinished = false
@@ -144,6 +151,10 @@ final class CurlTransfer: @unchecked Sendable {
         if request.insecureSkipVerify {
             try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "SSL_VERIFYPEER")
             try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "SSL_VERIFYHOST")
+        }
+        if case .pushed = self.delivery {
+            // The raw body, once per read; `headCompleted` sets up the chunked decoding.
+            try self.check(ccurl_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0), "HTTP_TRANSFER_DECODING")
         }
         try self.configureMethodAndBody(easy)
         try self.configureHeaders(easy)
@@ -289,6 +300,20 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func headCompleted() {
         self.headComplete = true
+        if case .pushed = self.delivery {
+            self.chunks = nil
+            // HTTP/1.1's transfer codings (HTTP/2 has none): chunked is taken off here; any other would reach
+            // the consumer still encoded, so it fails the transfer instead.
+            if let codings = self.headers.last(where: { $0.0 == "transfer-encoding" })?.1 {
+                let list = codings.lowercased().filter { $0 != " " && $0 != "\t" }.split(separator: ",")
+                if list == ["chunked"] {
+                    self.chunks = HTTPChunkedStreamDecoder()
+                } else {
+                    self.failure = .transport(code: Int32(CURLE_BAD_CONTENT_ENCODING.rawValue),
+                                              message: "unsupported transfer coding \(codings.debugDescription)")
+                }
+            }
+        }
         switch self.delivery {
         case .streamed(let channel):
             channel.headReceived(HTTPClientResponseHead(status: self.status, headers: self.headers))
@@ -305,6 +330,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// A piece of the body. Returns how much was taken: all, 0 to abort, or CURL_WRITEFUNC_PAUSE.
     func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
         self.sawBytes = true
+        self.bodyPieces.add(1, ordering: .relaxed)
         if self.drainDeadlineNs != nil {
             return bytes.count  // draining a finished body: nobody reads these
         }
@@ -320,11 +346,21 @@ final class CurlTransfer: @unchecked Sendable {
             self.body.append(contentsOf: bytes)
             return bytes.count
         case .pushed, .released:  // released: ended, libcurl no longer calls
-            // libcurl hands a chunked body over chunk by chunk (an SSE event each, for a server that flushes per
-            // token), and each pass's bytes leave with `flushDelivery`: room for a read's worth at its first
-            // piece, rather than growing the array several times per read.
+            // Each pass's bytes leave with `flushDelivery`: room for a read's worth at its first piece (a paced
+            // read of a chunked body comes in one piece; other bodies may come in several), rather than growing
+            // the array several times per read.
+            if self.failure != nil { return 0 }
             if self.body.isEmpty { self.body.reserveCapacity(max(bytes.count, Self.pushedReadCapacity)) }
-            self.body.append(contentsOf: bytes)
+            if self.chunks != nil {
+                do {
+                    _ = try self.chunks!.decode(bytes, into: &self.body)
+                } catch {
+                    self.failure = .transport(code: Int32(CURLE_RECV_ERROR.rawValue), message: "chunked body: \(error)")
+                    return 0
+                }
+            } else {
+                self.body.append(contentsOf: bytes)
+            }
             if let pacing = self.request.bodyPacing, pacing.isStarted {
                 self.wantsPacingPause = true
             }

@@ -124,6 +124,9 @@ public final class HTTPStreamHandle: Sendable {
         self.transfer = transfer
     }
 
+    /// Body pieces libcurl handed over so far (tests count them).
+    var bodyPieces: Int { self.transfer.bodyPieces.load(ordering: .relaxed) }
+
     /// Aborts the transfer; harmless once it has ended. Any thread, the handler's own calls included.
     public func cancel() {
         self.loop.cancel(self.transfer)

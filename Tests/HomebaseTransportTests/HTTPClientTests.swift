@@ -73,6 +73,28 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(0.1)
             self.chunk(b"data: [DONE]\n\n")
             self.end_chunked()
+        elif path == "/chunk-burst":
+            # Fifty chunks and a trailer in one write: one read for the client.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            body = b"".join(b"%x;ext=%d\r\n%s\r\n" % (len(w), i, w) for i, w in enumerate(b"w%d " % n for n in range(50)))
+            self.wfile.write(body + b"0\r\nX-Trailer: t\r\n\r\n")
+            self.wfile.flush()
+        elif path == "/gzip-chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "gzip, chunked")
+            self.end_headers()
+            self.wfile.write(b"3\r\nabc\r\n0\r\n\r\n")
+            self.wfile.flush()
+        elif path == "/bad-chunk":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"3\r\nabcXY\r\n0\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
         elif path == "/drip":
             self.start_chunked("text/event-stream")
             for i in range(60):

@@ -1,0 +1,58 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import HomebaseTransport
+
+/// A pushed stream gets libcurl's raw body once per read and takes the chunk framing off itself: the handler
+/// sees exactly the chunks' data, and a chunked body costs one write callback per read, not one per chunk.
+@Suite(.timeLimit(.minutes(1)))
+struct HTTPClientRawChunkedTests {
+    final class Recorder: HTTPStreamHandler, @unchecked Sendable {
+        let body = Mutex<[UInt8]>([])
+        let error = Mutex<HTTPClientError?>(nil)
+        let ended = AsyncStream<Void>.makeStream()
+        func head(_ head: HTTPClientResponseHead) {}
+        func body(_ bytes: [UInt8]) { self.body.withLock { $0 += bytes } }
+        func end(_ error: HTTPClientError?) {
+            self.error.withLock { $0 = error }
+            self.ended.continuation.yield()
+        }
+    }
+
+    func run(_ path: String) async throws -> (Recorder, HTTPStreamHandle) {
+        let server = try await HTTPClientTestServer.start()
+        let recorder = Recorder()
+        let handle = HTTPClient().stream(HTTPRequest(url: server.url(path), idleTimeout: .seconds(5)), handler: recorder)
+        for await _ in recorder.ended.stream { break }
+        return (recorder, handle)
+    }
+
+    @Test func fiftyChunksInOneReadAreOneCallback() async throws {
+        let (recorder, handle) = try await self.run("/chunk-burst")
+        #expect(recorder.error.withLock { $0 } == nil)
+        // The data of the chunks, without sizes, extensions or the trailer.
+        #expect(String(decoding: recorder.body.withLock { $0 }, as: UTF8.self)
+            == (0..<50).map { "w\($0) " }.joined())
+        // libcurl's own decoding called back once per chunk (51 here).
+        #expect(handle.bodyPieces <= 2)
+    }
+
+    @Test func anotherTransferCodingFailsTheTransfer() async throws {
+        let (recorder, _) = try await self.run("/gzip-chunked")
+        guard case .transport(_, let message) = recorder.error.withLock({ $0 }) else {
+            Issue.record("expected a transport error, got \(String(describing: recorder.error.withLock { $0 }))")
+            return
+        }
+        #expect(message.contains("gzip, chunked"))
+        #expect(recorder.body.withLock { $0 }.isEmpty)
+    }
+
+    @Test func badFramingFailsTheTransfer() async throws {
+        let (recorder, _) = try await self.run("/bad-chunk")
+        guard case .transport = recorder.error.withLock({ $0 }) else {
+            Issue.record("expected a transport error, got \(String(describing: recorder.error.withLock { $0 }))")
+            return
+        }
+    }
+}
