@@ -78,10 +78,19 @@ public final class HomebaseRunner: Sendable {
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
                                                           "relay": settings.relayURL, "ollama": settings.ollamaURL])
+        // What the report shows changes with the relay link and the runtime's probes: they say so, and nothing
+        // polls (an idle daemon wakes for neither).
+        let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        monitor.observe { changed.yield() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await monitor.run() }
             group.addTask { await daemon.run() }
-            group.addTask { await self.report(messenger: messenger, monitor: monitor, relayURL: settings.relayURL) }
+            group.addTask {
+                for await _ in messenger.events { changed.yield() }
+            }
+            group.addTask {
+                await self.report(messenger: messenger, monitor: monitor, relayURL: settings.relayURL, changes: changes)
+            }
             group.addTask { [stopSignal] in
                 for await _ in stopSignal.stream {}
             }
@@ -96,11 +105,14 @@ public final class HomebaseRunner: Sendable {
         self.logger.notice("Homebase stopped")
     }
 
-    /// Writes the daemon's status for the CLI at start and within 250 ms of a change (relay link, runtime). No
-    /// heartbeat: the lock says whether the daemon runs, so an idle daemon writes nothing.
-    private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String) async {
+    /// Writes the daemon's status for the CLI at start and at each change of the relay link or the runtime
+    /// (`changes` says when one may have happened). No heartbeat: the lock says whether the daemon runs, so an
+    /// idle daemon writes nothing, and it does not wake to look either.
+    private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String,
+                        changes: AsyncStream<Void>) async {
         let pid = ProcessInfo.processInfo.processIdentifier
         var last: (connected: Bool, runtime: RuntimeStatus)?
+        var changes = changes.makeAsyncIterator()
         while !Task.isCancelled {
             let connected = messenger.isConnected
             let runtime = monitor.current
@@ -111,10 +123,13 @@ public final class HomebaseRunner: Sendable {
                     try self.state.setDaemonStatus(status)
                     last = (connected, runtime)
                 } catch {
+                    // Tried again in a second, change or not: the report must not stay stale.
                     self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: .seconds(1))
+                    continue
                 }
             }
-            try? await Task.sleep(for: .milliseconds(250))
+            guard await changes.next() != nil else { return }
         }
     }
 }

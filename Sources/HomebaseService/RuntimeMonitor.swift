@@ -57,6 +57,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     private let persistVerified: @Sendable (RuntimeStatus) async throws -> Void
     private let state: Mutex<State>
     private let wakeup = Wakeup()
+    /// Called after every probe's status is stored, changed or not (`observe`).
+    private let observer = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// - Parameters:
     ///   - endpoint: the configured Ollama URL (`HomebaseSettings.ollamaURL`).
@@ -89,6 +91,13 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     }
 
     public var current: RuntimeStatus { self.state.withLock { $0.status } }
+
+    /// Calls `onStatus` whenever a status is stored (every probe, changed or not), for a watcher of `current`
+    /// that would otherwise poll it; `changes` is the one consumer's stream of what changed. Replaces an earlier
+    /// observer. It runs on the monitor's task and must not block.
+    public func observe(_ onStatus: @escaping @Sendable () -> Void) {
+        self.observer.withLock { $0 = onStatus }
+    }
 
     /// New pins apply at once: a probe soon loads the ones that are cold. Unpinned models are left to
     /// unload when their keep-alive runs out.
@@ -203,6 +212,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
             return old.endpoint != status.endpoint || old.verified != status.verified
                 || old.available != status.available || old.version != status.version || old.models != status.models
         }
+        self.observer.withLock { $0 }?()
         guard changed else { return }
         self.logger.debug("Runtime status changed", metadata: [
             "runtime.available": "\(status.available)", "runtime.models": "\(status.models.count)",

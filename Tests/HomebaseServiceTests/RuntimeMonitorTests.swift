@@ -156,6 +156,27 @@ import Testing
         await h.stop()
     }
 
+    @Test func theObserverHearsEveryProbeChangedOrNot() async throws {
+        let emulator = OllamaEmulator(configuration: EmulatorConfiguration())
+        let port = try emulator.start(port: 0)
+        defer { emulator.stop() }
+        let h = Harness(endpoint: "http://127.0.0.1:\(port)", verified: true)
+        let heard = Mutex(0)
+        h.monitor.observe { heard.withLock { $0 += 1 } }
+        var changes = h.monitor.changes.makeAsyncIterator()
+        _ = try #require(await changes.next())
+        let first = heard.withLock { $0 }
+        // A probe that finds the same runtime: not a change, but the report's watcher still hears of it (the
+        // probe time it shows moved), where it used to poll every 250 ms.
+        h.monitor.reverifySoon()
+        try await h.clock.advanceWhenSleeping(ms: 500)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while heard.withLock({ $0 }) == first, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(heard.withLock { $0 } > first)
+        #expect(h.monitor.current.checkedAtMs > 0)
+        await h.stop()
+    }
+
     @Test func loadingAModelIsReportedAsAChange() async throws {
         let emulator = OllamaEmulator(configuration: EmulatorConfiguration())
         let port = try emulator.start(port: 0)
