@@ -390,9 +390,13 @@ final class CurlTransfer: @unchecked Sendable {
             return channel.flush()
         case .pushed(let handler):
             guard !self.body.isEmpty, !self.isFinished else { return false }
-            let bytes = self.body
+            var bytes = self.body
             self.body = []
             handler.body(bytes)
+            // The buffer serves the next read, unless the handler kept these bytes (then this allocates anew):
+            // one allocation per transfer rather than one per read.
+            bytes.removeAll(keepingCapacity: true)
+            self.body = bytes
             // The handler may have started pacing on this very read (its first text): pause from here.
             if let pacing = self.request.bodyPacing, pacing.isStarted, self.drainDeadlineNs == nil {
                 self.wantsPacingPause = true
