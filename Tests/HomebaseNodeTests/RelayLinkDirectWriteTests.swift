@@ -56,89 +56,87 @@ import Testing
         }
     }
 
-    @Test func framesQueuedInABatchAreWrittenByTheBatchingThread() throws {
+    /// A relay and two connected peers (`b` ACKing what it receives when `acks`); all stop after `body`.
+    static func withPeers(acks: Bool = false, _ body: (Peer, Peer) throws -> Void) throws {
         let relay = try LocalRelay()
         defer { relay.stop() }
-        let a = Peer(relay), b = Peer(relay)
-        defer { a.link.stop(); b.link.stop() }
-        try a.waitConnected()
-        try b.waitConnected()
-        usleep(50_000)  // the I/O thread settles in poll(2)
-        let wakesBefore = a.link.wakesWritten.load(ordering: .relaxed)
-        DeferredWakes.batch {
-            for i in 0..<20 {
-                a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [UInt8(i)][...]))
-            }
-        }
-        #expect(try b.waitDelivered(20) == (0..<20).map { [UInt8($0)] })
-        #expect(a.link.directWrites.load(ordering: .relaxed) == 1)
-        // Without the direct write, the batch's end would have written one wake byte.
-        #expect(a.link.wakesWritten.load(ordering: .relaxed) == wakesBefore)
-    }
-
-    @Test func repliesToReceivedFramesAreWrittenWithoutAWake() throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = Peer(relay), b = Peer(relay, acks: true)
+        let a = Peer(relay), b = Peer(relay, acks: acks)
         defer { a.link.stop(); b.link.stop(); b.record.link.withLock { $0 = nil } }
         try a.waitConnected()
         try b.waitConnected()
-        for i in 0..<5 {
-            a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: SendFlags.store, payload: [UInt8(i)][...]))
+        try body(a, b)
+    }
+
+    @Test func framesQueuedInABatchAreWrittenByTheBatchingThread() throws {
+        try Self.withPeers { a, b in
+            usleep(50_000)  // the I/O thread settles in poll(2)
+            let wakesBefore = a.link.wakesWritten.load(ordering: .relaxed)
+            DeferredWakes.batch {
+                for i in 0..<20 {
+                    a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [UInt8(i)][...]))
+                }
+            }
+            let got = try b.waitDelivered(20)
+            #expect(got == (0..<20).map { [UInt8($0)] })
+            #expect(a.link.directWrites.load(ordering: .relaxed) == 1)
+            // Without the direct write, the batch's end would have written one wake byte.
+            #expect(a.link.wakesWritten.load(ordering: .relaxed) == wakesBefore)
         }
-        #expect(try b.waitDelivered(5).count == 5)
-        usleep(50_000)
-        // B's I/O thread handled the deliveries in a batch and wrote its ACKs at its end, itself.
-        #expect(b.link.directWrites.load(ordering: .relaxed) >= 1)
-        #expect(b.link.wakesWritten.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func repliesToReceivedFramesAreWrittenWithoutAWake() throws {
+        try Self.withPeers(acks: true) { a, b in
+            for i in 0..<5 {
+                a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: SendFlags.store, payload: [UInt8(i)][...]))
+            }
+            let got = try b.waitDelivered(5)
+            #expect(got.count == 5)
+            usleep(50_000)
+            // B's I/O thread handled the deliveries in a batch and wrote its ACKs at its end, itself.
+            #expect(b.link.directWrites.load(ordering: .relaxed) >= 1)
+            #expect(b.link.wakesWritten.load(ordering: .relaxed) == 0)
+        }
     }
 
     @Test func outsideABatchTheIOThreadWrites() throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = Peer(relay), b = Peer(relay)
-        defer { a.link.stop(); b.link.stop() }
-        try a.waitConnected()
-        try b.waitConnected()
-        a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [7][...]))
-        #expect(try b.waitDelivered(1) == [[7]])
-        #expect(a.link.directWrites.load(ordering: .relaxed) == 0)
-        #expect(a.link.wakesWritten.load(ordering: .relaxed) >= 1)
+        try Self.withPeers { a, b in
+            a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [7][...]))
+            let got = try b.waitDelivered(1)
+            #expect(got == [[7]])
+            #expect(a.link.directWrites.load(ordering: .relaxed) == 0)
+            #expect(a.link.wakesWritten.load(ordering: .relaxed) >= 1)
+        }
     }
 
     @Test func manyThreadsBatchingAtOnceKeepEachThreadsOrder() throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = Peer(relay), b = Peer(relay)
-        defer { a.link.stop(); b.link.stop() }
-        try a.waitConnected()
-        try b.waitConnected()
-        let threads = 4, batches = 50, perBatch = 5
-        let group = DispatchGroup()
-        for t in 0..<threads {
-            group.enter()
-            Thread {
-                for batch in 0..<batches {
-                    DeferredWakes.batch {
-                        for i in 0..<perBatch {
-                            let n = batch * perBatch + i
-                            // A send id asks for a RECEIPT: the I/O thread reads while the batches write.
-                            a.link.enqueue(.send(sendID: UInt32(t * 10_000 + n + 1), recipient: b.key.publicKey,
-                                                 flags: 0, payload: [UInt8(t), UInt8(n >> 8), UInt8(n & 0xFF)][...]))
+        try Self.withPeers { a, b in
+            let threads = 4, batches = 50, perBatch = 5
+            let group = DispatchGroup()
+            for t in 0..<threads {
+                group.enter()
+                Thread {
+                    for batch in 0..<batches {
+                        DeferredWakes.batch {
+                            for i in 0..<perBatch {
+                                let n = batch * perBatch + i
+                                // A send id asks for a RECEIPT: the I/O thread reads while the batches write.
+                                a.link.enqueue(.send(sendID: UInt32(t * 10_000 + n + 1), recipient: b.key.publicKey,
+                                                     flags: 0, payload: [UInt8(t), UInt8(n >> 8), UInt8(n & 0xFF)][...]))
+                            }
                         }
                     }
-                }
-                group.leave()
-            }.start()
+                    group.leave()
+                }.start()
+            }
+            group.wait()
+            let total = threads * batches * perBatch
+            let got = try b.waitDelivered(total)
+            #expect(got.count == total)
+            for t in 0..<threads {
+                let mine = got.filter { $0[0] == UInt8(t) }.map { Int($0[1]) << 8 | Int($0[2]) }
+                #expect(mine == Array(0..<(batches * perBatch)))
+            }
+            #expect(a.link.directWrites.load(ordering: .relaxed) > 0)
         }
-        group.wait()
-        let total = threads * batches * perBatch
-        let got = try b.waitDelivered(total)
-        #expect(got.count == total)
-        for t in 0..<threads {
-            let mine = got.filter { $0[0] == UInt8(t) }.map { Int($0[1]) << 8 | Int($0[2]) }
-            #expect(mine == Array(0..<(batches * perBatch)))
-        }
-        #expect(a.link.directWrites.load(ordering: .relaxed) > 0)
     }
 }
