@@ -195,12 +195,16 @@ public final class RelayLink: Sendable {
                 failures = 0
                 let (stored, maxPayload, machine) = try self.login(ws)
                 backoff.connected()
+                // From here on the WebSocket is touched only under `io`: other threads may write to it, from the
+                // first frame queued after the owner hears of the connection.
+                self.io.withLock { $0 = IOSlot(socket: SharedWebSocket(ws)) }
                 self.shared.withLock {
                     $0.connected = true
                     $0.outbound.removeAll()
                 }
                 self.onEvent(.connected(stored: stored, maxPayload: maxPayload))
                 closeCode = self.serve(ws, machine: machine)
+                self.io.withLock { $0 = IOSlot() }
                 self.shared.withLock { $0.connected = false }
                 self.onEvent(.disconnected(closeCode: closeCode, reason: "connection ended"))
             } catch let e as WebSocketClient.Error {
@@ -270,8 +274,7 @@ public final class RelayLink: Sendable {
         var heard = false
         var pendingInput = false
         var pendingOutput = false
-        var outputStalledMs: UInt64 = 0
-        /// Another thread's write failed.
+        /// Another thread's write failed, or output stalled.
         var failed = false
     }
 
@@ -283,9 +286,7 @@ public final class RelayLink: Sendable {
         let fd = ws.pollDescriptor
         // Whether the socket may hold bytes: at first, and then whenever poll(2) says so.
         var readable = true
-        // From here on the WebSocket is touched only under `io`: other threads may write to it.
-        self.io.withLock { $0 = IOSlot(socket: SharedWebSocket(ws)) }
-        defer { self.io.withLock { $0 = IOSlot() } }
+        // The caller published `ws` in `io`: it is touched only under that lock.
         do {
             while true {
                 if self.isStopped {
@@ -296,7 +297,11 @@ public final class RelayLink: Sendable {
                 // already received is taken (as one batch). The socket is read only when poll said so: a wake
                 // for frames to send costs no recv(2).
                 let step = try self.io.withLock { slot throws(WebSocketClient.Error) -> Step in
-                    guard !slot.failed else { return Step(failed: true) }
+                    // Another thread's write failed, or output has not moved for too long: the connection ends
+                    // before anything more is read (so no RECEIPT is taken only to be lost).
+                    guard !slot.failed, ws.outputStalledMs(now: Posix.monotonicMs) <= Self.sendStallMs else {
+                        return Step(failed: true)
+                    }
                     _ = try ws.trySend(binaryMessages: self.takeOutbound())
                     let before = ws.bytesReceived
                     var step = Step()
@@ -304,10 +309,9 @@ public final class RelayLink: Sendable {
                     step.heard = ws.bytesReceived != before  // a pong counts too
                     step.pendingInput = ws.mayHavePendingInput
                     step.pendingOutput = ws.hasPendingOutput
-                    step.outputStalledMs = ws.outputStalledMs(now: Posix.monotonicMs)
                     return step
                 }
-                if step.failed || step.outputStalledMs > Self.sendStallMs {
+                if step.failed {
                     self.io.withLock { _ in ws.abort() }
                     return nil
                 }

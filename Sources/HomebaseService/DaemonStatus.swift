@@ -1,8 +1,8 @@
 import Foundation
 import HomebaseCore
 
-/// What the running daemon reports about itself, written to the state database at start and within 250 ms of a
-/// change, so `homebase status` and `homebase models` answer whether or not they can reach it. Whether a daemon
+/// What the running daemon reports about itself, written to the state database at start and at each change of
+/// its relay link or runtime, so `homebase status` and `homebase models` answer whether or not they can reach it. Whether a daemon
 /// runs at all is its lock's to say (`DaemonLock`), not this report's age: `HomebaseState.liveDaemonStatus()`.
 public struct DaemonStatus: Codable, Equatable, Sendable {
     /// The runtime's models as the daemon last saw them (the same shape adverts are built from).

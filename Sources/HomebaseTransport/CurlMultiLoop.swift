@@ -171,8 +171,8 @@ final class CurlMultiLoop: Sendable {
             var now = Posix.monotonicNs
             var nextDeadline: UInt64?
             var unpaced = false
-            // Wake-ups of other threads asked for during the pass (the relay link, per frame the handlers
-            // send) happen once, at its end.
+            // Wake-ups of other threads asked for during the pass happen once, at its end; the relay link's is
+            // the frames the handlers queued, which this thread then writes itself when it can.
             DeferredWakes.batch {
                 for transfer in work.started {
                     if transfer.cancelRequested.load(ordering: .relaxed) {

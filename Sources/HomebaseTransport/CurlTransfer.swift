@@ -152,8 +152,9 @@ final class CurlTransfer: @unchecked Sendable {
             try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "SSL_VERIFYPEER")
             try self.check(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "SSL_VERIFYHOST")
         }
-        if case .pushed = self.delivery {
-            // The raw body, once per read; `headCompleted` sets up the chunked decoding.
+        if case .pushed = self.delivery, !request.acceptCompressed {
+            // The raw body, once per read; `headCompleted` sets up the chunked decoding. (Not with a content
+            // coding: libcurl's decompressor would see the chunk framing.)
             try self.check(ccurl_setopt_long(easy, CURLOPT_HTTP_TRANSFER_DECODING, 0), "HTTP_TRANSFER_DECODING")
         }
         try self.configureMethodAndBody(easy)
@@ -300,11 +301,13 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func headCompleted() {
         self.headComplete = true
-        if case .pushed = self.delivery {
+        if case .pushed = self.delivery, !self.request.acceptCompressed {
             self.chunks = nil
             // HTTP/1.1's transfer codings (HTTP/2 has none): chunked is taken off here; any other would reach
             // the consumer still encoded, so it fails the transfer instead.
-            if let codings = self.headers.last(where: { $0.0 == "transfer-encoding" })?.1 {
+            let fields = self.headers.filter { $0.0 == "transfer-encoding" }.map(\.1)
+            if !fields.isEmpty {
+                let codings = fields.joined(separator: ", ")
                 let list = codings.lowercased().filter { $0 != " " && $0 != "\t" }.split(separator: ",")
                 if list == ["chunked"] {
                     self.chunks = HTTPChunkedStreamDecoder()
@@ -351,6 +354,7 @@ final class CurlTransfer: @unchecked Sendable {
             // the array several times per read.
             if self.failure != nil { return 0 }
             if self.body.isEmpty { self.body.reserveCapacity(max(bytes.count, Self.pushedReadCapacity)) }
+            let before = self.body.count
             if self.chunks != nil {
                 do {
                     _ = try self.chunks!.decode(bytes, into: &self.body)
@@ -361,7 +365,8 @@ final class CurlTransfer: @unchecked Sendable {
             } else {
                 self.body.append(contentsOf: bytes)
             }
-            if let pacing = self.request.bodyPacing, pacing.isStarted {
+            // Only data asks for a pause: a read of mere framing (a size line, the terminator) delivers nothing.
+            if self.body.count > before, let pacing = self.request.bodyPacing, pacing.isStarted {
                 self.wantsPacingPause = true
             }
             return bytes.count
@@ -394,9 +399,11 @@ final class CurlTransfer: @unchecked Sendable {
             self.body = []
             handler.body(bytes)
             // The buffer serves the next read, unless the handler kept these bytes (then this allocates anew):
-            // one allocation per transfer rather than one per read.
-            bytes.removeAll(keepingCapacity: true)
-            self.body = bytes
+            // one allocation per transfer rather than one per read. Bytes that arrived meanwhile stay.
+            if self.body.isEmpty {
+                bytes.removeAll(keepingCapacity: true)
+                self.body = bytes
+            }
             // The handler may have started pacing on this very read (its first text): pause from here.
             if let pacing = self.request.bodyPacing, pacing.isStarted, self.drainDeadlineNs == nil {
                 self.wantsPacingPause = true
@@ -432,6 +439,7 @@ final class CurlTransfer: @unchecked Sendable {
             // Out of any multi handle by now (the loop removes a transfer before finishing it).
             if let pool = self.handlePool { pool.give(easy) } else { curl_easy_cleanup(easy) }
             self.easy = nil
+            self.handlePool = nil  // the pool is the loop thread's: it must not outlive the loop in a transfer
         }
         curl_slist_free_all(self.headerList)
         self.headerList = nil

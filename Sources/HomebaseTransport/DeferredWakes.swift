@@ -9,7 +9,9 @@ import Darwin
 /// An I/O thread that hands many items to another thread in one pass (the HTTP loop turning 100 streams'
 /// reads into relay frames) would wake the other thread for the first item, let it run, and wake it again for
 /// the next. Inside `batch`, `wake(_:_:)` records the wake-up instead, once per target, and runs it when the
-/// batch ends; outside a batch it runs at once. Per thread: batches on other threads are independent.
+/// batch ends; outside a batch it runs at once. Per thread: batches on other threads are independent. The relay
+/// link's action at a batch's end writes the queued frames from the batching thread itself (the HTTP loop's
+/// pass, and the link's own I/O thread handling what it received).
 public enum DeferredWakes {
     private final class Pending {
         var targets: [ObjectIdentifier] = []

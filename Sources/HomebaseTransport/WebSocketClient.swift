@@ -305,6 +305,8 @@ public final class WebSocketClient {
     /// One read into the parser: how many bytes came, or nil when none came in time.
     /// - Throws: `closed` at the end of the stream, `transport` for a failed read.
     private func readOnce(timeout: Duration?) throws(Error) -> Int? {
+        // What a full socket left of a pong: a client that only receives writes it here.
+        if !self.output.isEmpty { _ = try? self.drain() }
         let bytes: [UInt8]
         do {
             bytes = try self.stream.receive(maxBytes: Self.readBytes, timeout: timeout)

@@ -51,7 +51,7 @@ import Testing
     }
 
     @Test func aTruncatedBodyHasNotEnded() throws {
-        for cut in 0..<(Self.body.count - 1) {
+        for cut in 0..<Self.body.count {
             #expect(try self.decode([Array(Self.body[..<cut])]).ended == false, "cut at \(cut)")
         }
     }

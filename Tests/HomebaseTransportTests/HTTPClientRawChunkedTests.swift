@@ -20,10 +20,11 @@ struct HTTPClientRawChunkedTests {
         }
     }
 
-    func run(_ path: String) async throws -> (Recorder, HTTPStreamHandle) {
+    func run(_ path: String, compressed: Bool = false) async throws -> (Recorder, HTTPStreamHandle) {
         let server = try await HTTPClientTestServer.start()
         let recorder = Recorder()
-        let handle = HTTPClient().stream(HTTPRequest(url: server.url(path), idleTimeout: .seconds(5)), handler: recorder)
+        let request = HTTPRequest(url: server.url(path), idleTimeout: .seconds(5), acceptCompressed: compressed)
+        let handle = HTTPClient().stream(request, handler: recorder)
         for await _ in recorder.ended.stream { break }
         return (recorder, handle)
     }
@@ -36,6 +37,13 @@ struct HTTPClientRawChunkedTests {
             == (0..<50).map { "w\($0) " }.joined())
         // libcurl's own decoding called back once per chunk (51 here).
         #expect(handle.bodyPieces <= 2)
+    }
+
+    @Test func aCompressedBodyIsLeftToLibcurlsDecoding() async throws {
+        // With a content coding libcurl must see the body unframed: the raw mode is off for such a request.
+        let (recorder, _) = try await self.run("/gzip-body", compressed: true)
+        #expect(recorder.error.withLock { $0 } == nil)
+        #expect(String(decoding: recorder.body.withLock { $0 }, as: UTF8.self) == "hello gzip")
     }
 
     @Test func anotherTransferCodingFailsTheTransfer() async throws {

@@ -7,7 +7,7 @@ import Testing
 /// its own, so the counters in `/stats` belong to that test.
 final class HTTPClientTestServer: Sendable {
     static let script = #"""
-import json, socket, sys, threading, time
+import gzip, json, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 stats = {"closed": 0, "firehose_bytes": 0, "connections": 0}
@@ -81,6 +81,14 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             body = b"".join(b"%x;ext=%d\r\n%s\r\n" % (len(w), i, w) for i, w in enumerate(b"w%d " % n for n in range(50)))
             self.wfile.write(body + b"0\r\nX-Trailer: t\r\n\r\n")
+            self.wfile.flush()
+        elif path == "/gzip-body":
+            data = gzip.compress(b"hello gzip")
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
             self.wfile.flush()
         elif path == "/gzip-chunked":
             self.send_response(200)
