@@ -55,13 +55,7 @@ public struct HTTPChunkedDecoder: Sendable {
                 return nil
             case .size:
                 guard let line = try self.readLine() else { return nil }
-                let hex = line.prefix { $0 != UInt8(ascii: ";") && $0 != 0x20 && $0 != 0x09 }
-                guard !hex.isEmpty, hex.count <= 15 else { throw .malformed("bad chunk size") }
-                var size = 0
-                for b in hex {
-                    guard let v = HTTPSyntax.hexValue(b) else { throw .malformed("bad chunk size") }
-                    size = size << 4 | Int(v)
-                }
+                let size = try Self.chunkSize(line)
                 if size == 0 {
                     self.state = .trailers
                 } else {
@@ -103,5 +97,17 @@ public struct HTTPChunkedDecoder: Sendable {
         guard line.count <= self.maxLineBytes else { throw .malformed("chunk line too long") }
         self.start = lf + 1
         return line
+    }
+
+    /// The size a chunk's size line gives: hex digits (at most 15, so no overflow), extensions ignored.
+    static func chunkSize(_ line: some Collection<UInt8>) throws(HTTPParseError) -> Int {
+        let hex = line.prefix { $0 != UInt8(ascii: ";") && $0 != 0x20 && $0 != 0x09 }
+        guard !hex.isEmpty, hex.count <= 15 else { throw .malformed("bad chunk size") }
+        var size = 0
+        for b in hex {
+            guard let v = HTTPSyntax.hexValue(b) else { throw .malformed("bad chunk size") }
+            size = size << 4 | Int(v)
+        }
+        return size
     }
 }

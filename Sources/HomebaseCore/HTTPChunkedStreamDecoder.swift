@@ -76,13 +76,7 @@ public struct HTTPChunkedStreamDecoder: Sendable {
     private mutating func lineEnded() throws(HTTPParseError) {
         switch self.state {
         case .size:
-            let hex = self.line.prefix { $0 != UInt8(ascii: ";") && $0 != 0x20 && $0 != 0x09 }
-            guard !hex.isEmpty, hex.count <= 15 else { throw .malformed("bad chunk size") }
-            var size = 0
-            for b in hex {
-                guard let v = HTTPSyntax.hexValue(b) else { throw .malformed("bad chunk size") }
-                size = size << 4 | Int(v)
-            }
+            let size = try HTTPChunkedDecoder.chunkSize(self.line)
             self.state = size == 0 ? .trailers : .data(remaining: size)
         case .dataEnd:
             guard self.line.isEmpty else { throw .malformed("missing CRLF after chunk data") }

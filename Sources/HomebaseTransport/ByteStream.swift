@@ -70,7 +70,7 @@ extension ByteStream {
     public var mayHoldReadBytes: Bool { false }
 
     /// `send(_:deadline:)` from `trySend`: writes what the socket takes, and waits with poll(2) for room.
-    func sendAll(_ bytes: [UInt8], socket: Int32, deadline: ContinuousClock.Instant?) throws(TransportError) {
+    func sendAll(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
         let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
         var offset = 0
         while offset < bytes.count {
@@ -79,11 +79,17 @@ extension ByteStream {
             }
             offset += try result.get()
             guard offset < bytes.count else { return }
-            switch Posix.poll(socket, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
-            case .failure(let error): throw error
-            case .success(0): throw .timedOut
-            case .success: continue
-            }
+            try self.waitForRoom(deadlineNs: deadlineNs)
+        }
+    }
+
+    /// Waits with poll(2) until the socket takes bytes again.
+    /// - Throws: `.timedOut` once `deadlineNs` (monotonic) passes; `.io` when poll fails.
+    func waitForRoom(deadlineNs: UInt64?) throws(TransportError) {
+        switch Posix.poll(self.pollDescriptor, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
+        case .failure(let error): throw error
+        case .success(0): throw .timedOut
+        case .success: return
         }
     }
 }

@@ -85,7 +85,7 @@ public final class CurlTLSStream: ByteStream {
 
     public func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
         guard self.handle != nil else { throw .closed }
-        try self.sendAll(bytes, socket: self.socket, deadline: deadline)
+        try self.sendAll(bytes, deadline: deadline)
     }
 
     public func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int {

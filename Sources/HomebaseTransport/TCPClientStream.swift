@@ -81,7 +81,7 @@ public final class TCPClientStream: ByteStream {
 
     public func send(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
         guard self.fd >= 0 else { throw .closed }
-        try self.sendAll(bytes, socket: self.fd, deadline: deadline)
+        try self.sendAll(bytes, deadline: deadline)
     }
 
     public func trySend(_ bytes: UnsafeRawBufferPointer) throws(TransportError) -> Int {

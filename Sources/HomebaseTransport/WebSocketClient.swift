@@ -180,19 +180,11 @@ public final class WebSocketClient {
 
     /// Writes pending output and then `bytes`, waiting with poll(2) for room until `deadline`.
     private func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant?) throws(TransportError) {
-        if !self.output.isEmpty {
-            self.queue(bytes)
-            let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
-            while true {
-                if try self.drain() { return }
-                switch Posix.poll(self.stream.pollDescriptor, events: Int16(POLLOUT), deadlineNs: deadlineNs) {
-                case .failure(let error): throw error
-                case .success(0): throw .timedOut
-                case .success: continue
-                }
-            }
+        self.queue(bytes)
+        let deadlineNs = ContinuousClock.Instant.deadlineNs(deadline)
+        while try !self.drain() {
+            try self.stream.waitForRoom(deadlineNs: deadlineNs)
         }
-        try self.stream.send(bytes, deadline: deadline)
     }
 
     public func send(binary payload: some Collection<UInt8>, deadline: ContinuousClock.Instant? = nil) throws(Error) {

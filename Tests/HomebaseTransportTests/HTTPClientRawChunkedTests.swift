@@ -39,6 +39,27 @@ struct HTTPClientRawChunkedTests {
         #expect(handle.bodyPieces <= 2)
     }
 
+    @Test func onlyDataAsksForAPacingPause() {
+        // A paced transfer pauses after a read that delivered text; a read of mere framing (the CRLF after a
+        // chunk, the terminator) delivers nothing and must not cost an interval.
+        let pacing = HTTPBodyPacing(interval: .milliseconds(30))
+        pacing.start()
+        var request = HTTPRequest(url: "http://127.0.0.1:1/")
+        request.bodyPacing = pacing
+        let transfer = CurlTransfer(request: request, delivery: .pushed(Recorder()))
+        for line in ["HTTP/1.1 200 OK\r\n", "Transfer-Encoding: chunked\r\n", "\r\n"] {
+            _ = Array(line.utf8).withUnsafeBytes { transfer.headerLineReceived($0) }
+        }
+        func read(_ text: String) -> Bool {
+            transfer.wantsPacingPause = false
+            _ = Array(text.utf8).withUnsafeBytes { transfer.bodyReceived($0) }
+            return transfer.wantsPacingPause
+        }
+        #expect(read("5\r\nhello"))
+        #expect(!read("\r\n"))
+        #expect(!read("0\r\n\r\n"))
+    }
+
     @Test func aCompressedBodyIsLeftToLibcurlsDecoding() async throws {
         // With a content coding libcurl must see the body unframed: the raw mode is off for such a request.
         let (recorder, _) = try await self.run("/gzip-body", compressed: true)
