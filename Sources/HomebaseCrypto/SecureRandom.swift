@@ -18,15 +18,24 @@ public enum SecureRandom {
         return out
     }
 
-    /// `count` random bytes for values that travel in the clear (nonces, message ids), drawn from a pool the
-    /// OS CSPRNG refills 4 KiB at a time: a sealed message costs no getrandom(2) of its own. The bytes are as
-    /// random as `bytes`; they only sat in this process's memory for a while. Keys and seeds use `bytes`.
+    /// `count` random bytes for values that travel in the clear (nonces, message ids), drawn from a pool of 4 KiB:
+    /// ChaCha20's stream under a fresh 32-byte seed from the OS CSPRNG (libsodium's
+    /// `randombytes_buf_deterministic`), so a refill costs one getrandom(2) and a sealed message none. Unique
+    /// and unpredictable, as nonces need; the bytes only sat in this process's memory for a while. Keys and
+    /// seeds use `bytes`.
     public static func publicBytes(_ count: Int) -> [UInt8] {
         precondition(count >= 0 && count <= Self.poolBytes, "publicBytes takes 0...\(Self.poolBytes) bytes")
         return Self.pool.withLock { pool in
             if pool.used + count > pool.bytes.count {
                 Sodium.ensureInitialized()
-                pool.bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
+                // libsodium's randombytes_buf asks getrandom(2) for at most 256 bytes a call (sixteen calls per
+                // refill); a fresh 32-byte seed from it, expanded by ChaCha20, fills the pool with one.
+                var seed = [UInt8](repeating: 0, count: Int(randombytes_SEEDBYTES))
+                randombytes_buf(&seed, seed.count)
+                pool.bytes.withUnsafeMutableBytes {
+                    randombytes_buf_deterministic($0.baseAddress!, $0.count, seed)
+                }
+                sodium_memzero(&seed, seed.count)
                 pool.used = 0
             }
             defer {
