@@ -134,12 +134,15 @@ public final class RelayLink: Sendable {
         return ok
     }
 
-    /// Wakes the I/O thread. `deferrable` (frames queued) inside a batch of work on the calling thread (the HTTP
-    /// loop's pass): once at its end, and then the calling thread writes the frames itself if it can
-    /// (`writeOrWake`).
+    /// Wakes the I/O thread, or spares it the wake-up. `deferrable` (frames queued): the calling thread writes
+    /// the frames itself if it can (`writeOrWake`); inside a batch of work on it (the HTTP loop's pass) once, at
+    /// the batch's end, for all the frames the batch queued. A wake-up of the I/O thread (a pipe write, a poll, a
+    /// pass, often a timer's worth of CPU on a VM) costs more than the write itself.
     private func wake(deferrable: Bool = false) {
         if deferrable, DeferredWakes.isBatching {
             DeferredWakes.wake(self) { [self] in self.writeOrWake() }
+        } else if deferrable {
+            self.writeOrWake()
         } else {
             self.writeWakeByte()
         }
@@ -152,9 +155,9 @@ public final class RelayLink: Sendable {
         self.wakesWritten.add(1, ordering: .relaxed)
     }
 
-    /// At the end of a batch on another thread: writes the queued frames from that thread when the socket is
-    /// free, instead of waking the I/O thread to do it — no pipe write, no wake-up, and no pass of a second
-    /// thread per batch. Wakes it when the socket is busy (the I/O thread at it), not connected, or full (the
+    /// On the thread that queued frames (at the end of its batch, if it has one): writes the queued frames from
+    /// that thread when the socket is free, instead of waking the I/O thread to do it — no pipe write, no
+    /// wake-up, and no pass of a second thread. Wakes it when the socket is busy (the I/O thread at it), not connected, or full (the
     /// rest waits there for POLLOUT), or when the write failed (it ends the connection).
     private func writeOrWake() {
         let written = self.io.withLockIfAvailable { slot -> Bool in
