@@ -34,9 +34,9 @@ public struct InferenceLimits: Sendable, Equatable {
     /// inside the client's 30 s between-chunks watchdog.
     public var maxCoalesceDelayMs: UInt64 = 250
     /// A stream's chunks ask the relay for a RECEIPT (which says whether the requester is still there) at most
-    /// once per this long, the first chunk always. A requester that went away is noticed within this plus one
-    /// read interval, where a RECEIPT per chunk cost a frame back from the relay, and a wake-up of the relay
-    /// link, for every chunk.
+    /// once per this long, counted from the stream's start (so an answer shorter than this asks never). A
+    /// requester that went away is noticed within this plus one read interval of its going, where a RECEIPT
+    /// per chunk cost a frame back from the relay, and a wake-up of the relay link, for every chunk.
     public var chunkReceiptIntervalMs: UInt64 = 500
     /// Largest text one `infer.chunk` carries; more (one late read of a fast runtime) goes in several. With
     /// JSON escaping (at most 6 bytes per byte) the envelope stays far below the relay's payload limit.

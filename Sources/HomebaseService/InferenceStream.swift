@@ -30,8 +30,8 @@ final class InferenceStream: ChatEventSink {
         var pieces = 0
         var handle: ChatStreamHandle?
         var flushTask: Task<Void, Never>?
-        /// When a chunk last asked for a RECEIPT (monotonic ms); nil before the first chunk.
-        var lastReceiptAskedMs: UInt64?
+        /// When a chunk last asked for a RECEIPT, or (before any did) when the stream started (monotonic ms).
+        var lastReceiptAskedMs: UInt64
     }
 
     private let id: String
@@ -67,7 +67,7 @@ final class InferenceStream: ChatEventSink {
         self.state = Mutex(State(
             coalescer: ChunkCoalescer(maxDelayMs: limits.coalesceDelayMs, maxBytes: limits.coalesceMaxBytes,
                                       toleranceMs: limits.coalesceToleranceMs),
-            answer: keepAnswer ? "" : nil))
+            answer: keepAnswer ? "" : nil, lastReceiptAskedMs: clock.monotonicMs()))
     }
 
     /// The engine's handle, so `stop()` can abort the request. A stream already stopped cancels it at once
@@ -171,12 +171,12 @@ final class InferenceStream: ChatEventSink {
                 let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: piece)
                 s.nextSeq += 1
                 // Whether the requester is still there, asked of the relay at most once per receipt interval
-                // (Protocol/messages.md §2, host rule 4): the first chunk, then one at least that long after.
-                // With the relay link down, every chunk asks: the send fails at once (not connected), which
-                // ends the answer rather than losing chunks silently until the next ask.
+                // (Protocol/messages.md §2, host rule 4), counted from the stream's start: a short answer asks
+                // never (a RECEIPT frame, and often a wake-up of the relay link, saved per request), a slow
+                // first chunk at once. With the relay link down, every chunk asks: the send fails at once (not
+                // connected), which ends the answer rather than losing chunks silently until the next ask.
                 var onReceipt: (@Sendable (SendOutcome) -> Void)?
-                if s.lastReceiptAskedMs.map({ now >= $0 + self.receiptIntervalMs }) ?? true
-                    || !self.messenger.isConnected {
+                if now >= s.lastReceiptAskedMs + self.receiptIntervalMs || !self.messenger.isConnected {
                     s.lastReceiptAskedMs = now
                     let gone = self.onRequesterGone
                     onReceipt = { outcome in if outcome.isFailure { gone() } }

@@ -69,24 +69,27 @@ import Testing
         }
     }
 
-    @Test func chunksAskForAReceiptAtMostOncePerInterval() {
+    @Test func chunksAskForAReceiptAtMostOncePerIntervalFromTheStart() {
         let messenger = ReceiptRecorder()
         let now = Mutex<UInt64>(1_000)
         let gone = Counter()
         var limits = InferenceLimits(coalesceDelayMs: 0)
         limits.chunkReceiptIntervalMs = 500
-        let stream = InferenceStream(
-            id: "r1", peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: false,
-            clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } }),
-            onEnd: { _ in }, onRequesterGone: { gone.add() })
-        func read(_ text: String, at ms: UInt64) {
-            now.withLock { $0 = ms }
-            stream.events([.text(text)])
+        func makeStream(_ id: String) -> InferenceStream {
+            InferenceStream(
+                id: id, peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: false,
+                clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } }),
+                onEnd: { _ in }, onRequesterGone: { gone.add() })
         }
-        read("a", at: 1_000)  // the first chunk asks
+        let stream = makeStream("r1")  // starts at 1_000
+        func read(_ text: String, at ms: UInt64, _ s: InferenceStream? = nil) {
+            now.withLock { $0 = ms }
+            (s ?? stream).events([.text(text)])
+        }
+        read("a", at: 1_000)  // the first chunk, at the start: no ask (an answer this short costs no RECEIPT)
         read("b", at: 1_100)
         read("c", at: 1_499)
-        read("d", at: 1_500)  // 500 ms after the last ask
+        read("d", at: 1_500)  // 500 ms after the start
         read("e", at: 1_700)
         messenger.outcome.withLock { $0 = .receipt(.recipientOffline) }
         read("f", at: 1_900)  // not asked: the requester's going is not heard yet
@@ -98,8 +101,18 @@ import Testing
         messenger.outcome.withLock { $0 = .notConnected }
         read("h", at: 2_100)
         #expect(gone.count == 2)
-        let chunks = messenger.log.withLock { $0 }.filter { $0.type == "infer.chunk" }
-        #expect(chunks.map(\.askedReceipt) == [true, false, false, true, false, false, true, true])
+        var chunks = messenger.log.withLock { $0 }.filter { $0.type == "infer.chunk" }
+        #expect(chunks.map(\.askedReceipt) == [false, false, false, true, false, false, true, true])
+
+        // A slow first chunk (a cold load) asks at once: the requester may have gone while it waited.
+        messenger.connected.withLock { $0 = true }
+        messenger.outcome.withLock { $0 = .receipt(.delivered) }
+        messenger.log.withLock { $0 = [] }
+        let slow = makeStream("r2")  // starts at 2_100
+        read("x", at: 2_600, slow)
+        read("y", at: 2_700, slow)
+        chunks = messenger.log.withLock { $0 }.filter { $0.type == "infer.chunk" }
+        #expect(chunks.map(\.askedReceipt) == [true, false])
     }
 
     @Test func theHandleIsLetGoOnStopAndNotKeptWhenAttachedLate() async {
