@@ -184,8 +184,8 @@ public final class RelayMessenger: PeerMessenger {
         }
     }
 
-    /// The replay rule for checked envelopes, their ids recorded in one commit (durable before anything is
-    /// passed on or acknowledged); the fresh ones go to `inbound`, in order. A store failure drops them all:
+    /// The replay rule for checked envelopes, their ids recorded in one commit (written before anything is
+    /// passed on or acknowledged, and synced as the store does it: `SeenMessageStore.syncsEveryCommit`); the fresh ones go to `inbound`, in order. A store failure drops them all:
     /// passing on a message whose id could not be recorded would let it be replayed.
     private func accept(_ opened: [InboundMessage]) {
         guard !opened.isEmpty else { return }

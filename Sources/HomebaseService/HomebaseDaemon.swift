@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseNode
+import HomebaseStore
 import HomebaseRouter
 import HomebaseTransport
 
@@ -48,6 +49,8 @@ public actor HomebaseDaemon {
 
     private let state: HomebaseState
     private let messenger: any PeerMessenger
+    /// The messenger's replay set, when it commits without syncing: synced once per state poll.
+    private let seen: SeenMessageStore?
     private let runtime: any RuntimeStatusSource
     private let configuration: Configuration
     private let clock: ServiceClock
@@ -64,13 +67,17 @@ public actor HomebaseDaemon {
     ///     lookup at it.
     ///   - readCadence: the engine's read pacing, if it has one; the inference server lengthens it as more
     ///     requests stream (`InferenceLimits.runtimeReadPacing(running:)`).
+    ///   - seen: the messenger's replay set if it commits without syncing (`SeenMessageStore.syncsEveryCommit`
+    ///     false): the daemon syncs it every `statePollInterval`, and once more when it stops.
     public init(state: HomebaseState, identity: SigningSecretKey, directory: PeerDirectory,
                 messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
                 authorizer: (any InferenceAuthorizer)? = nil, guests: GuestRegistry? = nil,
-                readCadence: HTTPReadCadence? = nil, configuration: Configuration = Configuration(),
-                clock: ServiceClock = .system, logger: Logger = .discard()) {
+                readCadence: HTTPReadCadence? = nil, seen: SeenMessageStore? = nil,
+                configuration: Configuration = Configuration(), clock: ServiceClock = .system,
+                logger: Logger = .discard()) {
         self.publicKey = identity.publicKey
         self.state = state
+        self.seen = seen
         self.directory = directory
         self.messenger = messenger
         self.runtime = runtime
@@ -130,6 +137,16 @@ public actor HomebaseDaemon {
         // Cancelling the task that called `run()` stops the daemon too.
         await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         await self.inference.stopAll()
+        self.syncSeen()
+    }
+
+    /// Makes the replay ids recorded since the last sync durable (`seen`).
+    private func syncSeen() {
+        do {
+            try self.seen?.sync()
+        } catch {
+            self.logger.warning("Cannot sync the seen-message ids", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Stops `run()`: its loops end and in-flight requests are cancelled.
@@ -170,6 +187,7 @@ public actor HomebaseDaemon {
                 while !Task.isCancelled {
                     do { try await self.clock.sleep(self.configuration.statePollInterval) } catch { break }
                     await self.reloadIfChanged()
+                    await self.syncSeen()
                     await self.contacts?.deliverPending()
                 }
                 return false

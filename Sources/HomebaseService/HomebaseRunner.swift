@@ -52,7 +52,8 @@ public final class HomebaseRunner: Sendable {
             relayConnected: false, runtime: .unknown))
         let identity = try self.state.deviceKey()
         let directory = PeerDirectory(selfKey: identity.publicKey, roster: try self.state.currentRoster())
-        let seen = try SeenMessageStore(database: self.state.database)
+        // Ids commit without an fsync of their own; the daemon syncs them once a second (SeenMessageStore).
+        let seen = try SeenMessageStore(database: self.state.database, syncsEveryCommit: false)
         var relayOptions = self.options.relayOptions
         if relayOptions.accessToken == nil { relayOptions.accessToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"] }
         let messenger = RelayMessenger(url: settings.relayURL, key: identity, seen: seen,
@@ -74,7 +75,7 @@ public final class HomebaseRunner: Sendable {
         let daemon = HomebaseDaemon(
             state: self.state, identity: identity, directory: directory, messenger: messenger, runtime: monitor,
             engine: self.options.makeEngine(settings.ollamaURL, cadence), guests: guests, readCadence: cadence,
-            configuration: self.options.daemon, logger: self.logger)
+            seen: seen, configuration: self.options.daemon, logger: self.logger)
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
                                                           "relay": settings.relayURL, "ollama": settings.ollamaURL])

@@ -48,6 +48,8 @@ public final class Database: Sendable {
 
     /// The path given to `init`; `":memory:"` for a private in-memory database.
     public let path: String
+    /// The connection's own `PRAGMA synchronous`, which `transaction(synchronous:_:)` restores.
+    public let synchronous: Synchronous
     private let connection: Mutex<DatabaseConnection>
 
     /// Opens (creating if needed) the database at `path`, or a private in-memory one for `":memory:"`.
@@ -88,6 +90,7 @@ public final class Database: Sendable {
         }
         try connection.executeScript("PRAGMA synchronous=\(options.synchronous.rawValue); PRAGMA foreign_keys=ON;")
         self.path = path
+        self.synchronous = options.synchronous
         self.connection = Mutex(connection)
     }
 
@@ -118,16 +121,36 @@ public final class Database: Sendable {
     /// throws (the error is rethrown). IMMEDIATE takes the write lock up front, so two processes writing at
     /// once wait on `busyTimeoutMs` at BEGIN instead of deadlocking on a read-to-write upgrade.
     public func transaction<T: Sendable>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+        try self.transaction(synchronous: self.synchronous, body)
+    }
+
+    /// `transaction`, committed under `synchronous` rather than the connection's own setting, which is set
+    /// back before the lock is released (a failure to set it back is thrown: the connection must not go on
+    /// committing less durably than it was opened to). `.normal` spares the commit its fsync: it survives a
+    /// crash of the process, and becomes durable against power loss with the next commit under `.full` (the
+    /// WAL is synced as a whole) or checkpoint.
+    public func transaction<T: Sendable>(
+        synchronous: Synchronous, _ body: (DatabaseConnection) throws -> T
+    ) throws -> T {
         try self.connection.withLock { connection throws -> T in
-            try connection.begin()
+            let own = self.synchronous
+            if synchronous != own { try connection.execute("PRAGMA synchronous=\(synchronous.rawValue)") }
+            let result: Result<T, any Error>
             do {
-                let result = try body(connection)
-                try connection.commit()
-                return result
+                try connection.begin()
+                do {
+                    let value = try body(connection)
+                    try connection.commit()
+                    result = .success(value)
+                } catch {
+                    connection.rollbackIfActive()
+                    throw error
+                }
             } catch {
-                connection.rollbackIfActive()
-                throw error
+                result = .failure(error)
             }
+            if synchronous != own { try connection.execute("PRAGMA synchronous=\(own.rawValue)") }
+            return try result.get()
         }
     }
 

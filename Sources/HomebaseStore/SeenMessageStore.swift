@@ -1,4 +1,5 @@
 import HomebaseCore
+import Synchronization
 
 /// Envelope `message_id`s already accepted, per sender: replay protection (protocol-v1 §3).
 ///
@@ -44,11 +45,24 @@ public final class SeenMessageStore: Sendable {
 
     public let maxRows: Int
     private let database: Database
+    /// Whether every batch's commit is synced (`insertIfNew`), or only `sync()` makes them durable.
+    public let syncsEveryCommit: Bool
+    /// A batch was committed without a sync since the last `sync()`.
+    private let unsynced = Atomic<Bool>(false)
 
-    public init(database: Database, maxRows: Int = SeenMessageStore.defaultMaxRows) throws {
+    /// - Parameter syncsEveryCommit: false: batches commit without an fsync (`PRAGMA synchronous=NORMAL`
+    ///   for that commit), and the owner calls `sync()` every second or so. Ids then survive any restart of
+    ///   the process (a crash, kill -9: the WAL is written before `insertIfNew` returns); a power loss may
+    ///   forget those of the last second, which only a relay replaying them at once could use. For a
+    ///   Homebase whose requests arrive one by one, the fsync per request was the largest cost of receiving
+    ///   one.
+    public init(database: Database, maxRows: Int = SeenMessageStore.defaultMaxRows, syncsEveryCommit: Bool = true)
+        throws
+    {
         precondition(maxRows > 0, "the seen-message cap must be positive")
         self.database = database
         self.maxRows = maxRows
+        self.syncsEveryCommit = syncsEveryCommit
         try database.migrate(namespace: "seen", steps: Self.migrations)
     }
 
@@ -76,21 +90,49 @@ public final class SeenMessageStore: Sendable {
     public func insertIfNew(_ entries: [Entry]) throws -> [Bool] {
         guard !entries.isEmpty else { return [] }
         let maxRows = self.maxRows
-        return try self.database.transaction { connection in
-            try entries.map { try Self.insert($0, maxRows: maxRows, connection) }
+        let synchronous = self.syncsEveryCommit ? self.database.synchronous : .normal
+        let answers = try self.database.transaction(synchronous: synchronous) { connection in
+            // The state row is read once per batch and kept up to date here as the batch changes it (the
+            // triggers keep the stored count; this copy follows them), not read again for every entry.
+            var state = try Self.state(connection)
+            return try entries.map { try Self.insert($0, maxRows: maxRows, state: &state, connection) }
         }
+        if !self.syncsEveryCommit, answers.contains(true) { self.unsynced.store(true, ordering: .releasing) }
+        return answers
     }
 
-    private static func insert(_ entry: Entry, maxRows: Int, _ connection: DatabaseConnection) throws -> Bool {
+    /// Ids were committed without a sync since the last `sync()`.
+    public var hasUnsyncedIDs: Bool { self.unsynced.load(ordering: .acquiring) }
+
+    /// Makes the ids recorded since the last call durable against power loss: one synced commit (a row
+    /// rewritten as it is), which syncs the WAL and so every unsynced commit before it. Nothing when there
+    /// are none. Returns whether it synced.
+    @discardableResult
+    public func sync() throws -> Bool {
+        guard self.unsynced.exchange(false, ordering: .acquiringAndReleasing) else { return false }
+        do {
+            try self.database.transaction(synchronous: .full) { connection in
+                try connection.execute("UPDATE seen_state SET floor_ms = floor_ms WHERE id = 0")
+            }
+        } catch {
+            self.unsynced.store(true, ordering: .releasing)
+            throw error
+        }
+        return true
+    }
+
+    private static func insert(
+        _ entry: Entry, maxRows: Int, state: inout State, _ connection: DatabaseConnection
+    ) throws -> Bool {
         let sentAt = Int64(storing: entry.sentAtMs)
-        let state = try Self.state(connection)
         guard sentAt >= state.floorMs else { return false }
         try connection.execute(
             "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
             [.blob(entry.sender.bytes), .blob(entry.messageID), .integer(sentAt)]
         )
         guard connection.changes > 0 else { return false }
-        let overflow = state.rowCount + 1 - Int64(maxRows)
+        state.rowCount += 1
+        let overflow = state.rowCount - Int64(maxRows)
         if overflow > 0 {
             let newest = try connection.query(
                 "SELECT max(sent_at_ms) FROM (SELECT sent_at_ms FROM seen_messages ORDER BY sent_at_ms LIMIT ?)",
@@ -104,7 +146,10 @@ public final class SeenMessageStore: Sendable {
                 """,
                 [.integer(overflow)]
             )
-            try Self.raiseFloor(to: evictedUpTo == Int64.max ? Int64.max : evictedUpTo + 1, connection)
+            state.rowCount -= Int64(connection.changes)
+            let floor = evictedUpTo == Int64.max ? Int64.max : evictedUpTo + 1
+            try Self.raiseFloor(to: floor, connection)
+            state.floorMs = max(state.floorMs, floor)
         }
         return true
     }

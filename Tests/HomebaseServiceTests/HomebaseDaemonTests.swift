@@ -19,6 +19,18 @@ import Testing
         #expect(phone.inbox.inference("s1").count == 2)
     }
 
+    /// Replay ids committed without a sync are synced by the daemon within a state poll, and at its stop.
+    @Test func theDaemonSyncsTheReplaySet() async throws {
+        let h = try Harness(unsyncedSeen: true)
+        let seen = try #require(h.seen)
+        h.start()
+        #expect(try seen.insertIfNew(sender: testKey(0x31), messageID: [1], sentAtMs: h.clock.value))
+        await eventually("synced by the state poll") { !seen.hasUnsyncedIDs }
+        #expect(try seen.insertIfNew(sender: testKey(0x31), messageID: [2], sentAtMs: h.clock.value))
+        await h.stop()
+        #expect(!seen.hasUnsyncedIDs)
+    }
+
     @Test func aPairingMadeByAnotherProcessIsPickedUp() async throws {
         let h = try Harness()
         h.start()

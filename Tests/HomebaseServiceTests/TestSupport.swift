@@ -306,11 +306,13 @@ final class Harness: Sendable {
     let clock: ManualClock
     let daemon: HomebaseDaemon
     let ticks: AsyncStream<Void>.Continuation
+    /// A replay set on the state database that commits without syncing, the daemon's to sync (`unsyncedSeen`).
+    let seen: SeenMessageStore?
     private let runTask = Mutex<Task<Void, Never>?>(nil)
 
     init(runtime: FakeRuntime = FakeRuntime(), engine: FakeEngine = FakeEngine(),
          limits: InferenceLimits = InferenceLimits(), maxConcurrent: Int = 4, maxQueued: Int = 16,
-         readCadence: HTTPReadCadence? = nil) throws {
+         readCadence: HTTPReadCadence? = nil, unsyncedSeen: Bool = false) throws {
         self.directoryOnDisk = try TemporaryDirectory()
         self.clock = ManualClock()
         self.state = try HomebaseState(path: self.directoryOnDisk.file("state.db"))
@@ -326,9 +328,10 @@ final class Harness: Sendable {
         self.engine = engine
         let (ticks, continuation) = AsyncStream<Void>.makeStream()
         self.ticks = continuation
+        self.seen = unsyncedSeen ? try SeenMessageStore(database: self.state.database, syncsEveryCommit: false) : nil
         self.daemon = HomebaseDaemon(
             state: self.state, identity: self.identity, directory: self.directory, messenger: self.messenger,
-            runtime: runtime, engine: engine, readCadence: readCadence,
+            runtime: runtime, engine: engine, readCadence: readCadence, seen: self.seen,
             configuration: .init(heartbeat: .ticks(ticks), statePollInterval: .milliseconds(20), limits: limits),
             clock: self.clock.serviceClock)
     }

@@ -103,6 +103,32 @@ import Testing
         try db.withConnection { #expect(!$0.isInTransaction) }
     }
 
+    /// A transaction under another `synchronous` runs under it, and the connection's own setting (2: FULL) is
+    /// back afterwards, whether the body committed or threw: no later commit may lose its fsync.
+    @Test func aTransactionsOwnSynchronousIsSetBackAfterIt() throws {
+        struct Boom: Error {}
+        let dir = try TemporaryDirectory()
+        let db = try Database(path: dir.file("state.db"))
+        func setting(_ c: DatabaseConnection) throws -> Int64? { try c.query("PRAGMA synchronous").first?.int64(0) }
+        try db.execute("CREATE TABLE t(x INTEGER)")
+        #expect(db.synchronous == .full)
+        #expect(try db.withConnection { try setting($0) } == 2)
+        let inside = try db.transaction(synchronous: .normal) { c -> Int64? in
+            try c.execute("INSERT INTO t VALUES (1)")
+            return try setting(c)
+        }
+        #expect(inside == 1)
+        #expect(try db.withConnection { try setting($0) } == 2)
+        #expect(throws: Boom.self) {
+            try db.transaction(synchronous: .normal) { c in
+                try c.execute("INSERT INTO t VALUES (2)")
+                throw Boom()
+            }
+        }
+        #expect(try db.withConnection { try setting($0) } == 2)
+        #expect(try db.query("SELECT x FROM t").map { try $0.int64(0) } == [1])
+    }
+
     @Test func sqlErrorInsideATransactionRollsBackEarlierWrites() throws {
         let db = try Database(path: ":memory:")
         try db.execute("CREATE TABLE t(x INTEGER NOT NULL)")

@@ -38,6 +38,25 @@ import Testing
         #expect(try seen.insertIfNew([]) == [])
     }
 
+    /// The state row is read once per batch: what the batch itself changes (the count, the floor an eviction
+    /// raises) must hold for the entries after it in the same batch.
+    @Test func anEvictionInsideABatchRaisesTheFloorForTheRestOfIt() throws {
+        let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 2)
+        typealias E = SeenMessageStore.Entry
+        let answers = try seen.insertIfNew([
+            E(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1),
+            E(sender: self.alice, messageID: self.id(2), sentAtMs: self.t0 + 2),
+            E(sender: self.alice, messageID: self.id(3), sentAtMs: self.t0 + 3),  // evicts id 1: floor t0 + 2
+            E(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1),  // forgotten, but below the floor
+            E(sender: self.bob, messageID: self.id(4), sentAtMs: self.t0 + 1),    // new, but below the floor
+            E(sender: self.bob, messageID: self.id(5), sentAtMs: self.t0 + 4),    // evicts id 2: floor t0 + 3
+        ])
+        #expect(answers == [true, true, true, false, false, true])
+        #expect(try seen.count() == 2)
+        #expect(try seen.floorMs() == self.t0 + 3)
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(2), sentAtMs: self.t0 + 2))
+    }
+
     @Test func pruneDeletesOldIdsAndRaisesTheFloor() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"))
         for i in 0..<10 {
@@ -95,6 +114,30 @@ import Testing
         let seen = try SeenMessageStore(database: Database(path: path))
         #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
         #expect(try seen.floorMs() == self.t0 - 10)
+        #expect(try seen.count() == 1)
+    }
+
+    /// Without a sync per commit: the answers are the same, the ids are written at once (a process that
+    /// restarts, here a second connection opening the file, still refuses the replay), and `sync()` syncs once
+    /// per batch of unsynced commits.
+    @Test func unsyncedCommitsAreWrittenAndSyncedOnDemand() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        let seen = try SeenMessageStore(database: Database(path: path), syncsEveryCommit: false)
+        #expect(!seen.hasUnsyncedIDs)
+        #expect(try !seen.sync())
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(seen.hasUnsyncedIDs)
+        let restarted = try SeenMessageStore(database: Database(path: path))
+        #expect(try !restarted.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        #expect(try seen.sync())
+        #expect(!seen.hasUnsyncedIDs)
+        #expect(try !seen.sync())
+        // A batch of replays only records nothing, so there is nothing to sync.
+        #expect(try seen.insertIfNew([SeenMessageStore.Entry(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0)])
+            == [false])
+        #expect(!seen.hasUnsyncedIDs)
         #expect(try seen.count() == 1)
     }
 
