@@ -346,6 +346,7 @@ let homebasePID = options["homebase-pid"].flatMap { Int32($0) }
 let ollamaPID = options["ollama-pid"].flatMap { Int32($0) }
 let relayPID = options["relay-pid"].flatMap { Int32($0) }
 let rounds = max(1, Int(options["rounds"] ?? "3") ?? 3)
+let sustain = max(1, Int(options["sustain"] ?? "1") ?? 1)
 func delta(_ a: Double?, _ b: Double?) -> Double? { a.flatMap { a in b.map { $0 - a } } }
 
 /// One round's window through the Homebase and its direct window.
@@ -373,13 +374,20 @@ struct Round {
 /// `concurrency` requests at once, through the Homebase or straight to the emulator; their samples once all
 /// have ended.
 func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
-    await withTaskGroup(of: Sample.self) { group in
-        for i in 0..<concurrency {
-            let prompt = "concurrent prompt \(round).\(i)"
+    let total = concurrency * sustain
+    return await withTaskGroup(of: Sample.self) { group in
+        var started = 0
+        func startOne() {
+            let prompt = "concurrent prompt \(round).\(started)"
+            started += 1
             group.addTask { throughHomebase ? await remote(prompt) : await direct(prompt) }
         }
+        while started < concurrency { startOne() }
         var out: [Sample] = []
-        for await s in group { out.append(s) }
+        for await s in group {
+            out.append(s)
+            if started < total { startOne() }
+        }
         return out
     }
 }
