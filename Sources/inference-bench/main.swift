@@ -11,16 +11,17 @@ import Glibc
 
 // inference-bench: load generator for tools/bench-inference. Loopback only, bounded waits.
 //
-//   inference-bench --code CODE --ollama URL [--model qwen2.5:7b] [--count 50] [--concurrency 100] [--rounds 3]
+//   inference-bench --code CODE --ollama URL [--model qwen2.5:7b] [--count 50] [--concurrency 100] [--rounds 3] [--sustain 1]
 //                   [--homebase-pid PID] [--ollama-pid PID] [--relay-pid PID] [--out FILE]
 //
 // It pairs itself with the Homebase named in CODE (a fresh device key, `pair.request` over the relay), then:
 //   1. `count` sequential requests, each sent both straight to the emulator's /v1/chat/completions (SSE) and
 //      through relay → Homebase → emulator (infer.request on sync_delta), same prompt, order alternating:
 //      time to first non-empty text and tokens/s for both, and the added time to first token per pair;
-//   2. `concurrency` streams at once through the Homebase, with the CPU time of the Homebase, the emulator
-//      (and the relay) read from their process CPU-time clocks (nanoseconds) around the window, then the same
-//      streams straight to the emulator; `rounds` times, the median round reported with every round.
+//   2. `concurrency` streams at once through the Homebase (with --sustain K, kept in flight until K times as many
+//      have run), with the CPU time of the Homebase, the emulator (and the relay) read from their process
+//      CPU-time clocks (nanoseconds) around the window, then the same streams straight to the emulator; `rounds`
+//      times, the median round reported with every round.
 // Writes one JSON object to --out (or stdout) and prints a table to stderr.
 
 func fail(_ message: String) -> Never {
@@ -439,7 +440,7 @@ let cpuPercent = medianRound.percent
 // The emulator spends more CPU serving the Homebase (whose paced reads cost its kernel more window updates)
 // than serving the same load straight: the figure against its direct window is the stricter one.
 let cpuPercentOfDirect = medianRound.percentOfDirect
-let allCompleted = completedAllRounds == rounds * concurrency
+let allCompleted = completedAllRounds == rounds * concurrency * sustain
 var report: [String: Any] = [
     "model": model,
     "answer_tokens": answerTokens,
@@ -452,7 +453,8 @@ var report: [String: Any] = [
         "pass_p50": addedP50 <= 5, "pass_p99": addedP99 <= 20,
     ] as [String: Any],
     "concurrent": [
-        "streams": concurrency, "rounds": rounds, "completed": medianRound.completed, "errors": concurrentErrors,
+        "streams": concurrency, "sustain": sustain, "streams_per_round": concurrency * sustain, "rounds": rounds,
+        "completed": medianRound.completed, "errors": concurrentErrors,
         "per_round": roundResults.map {
             ["window_ms": round2($0.windowMs), "completed": $0.completed,
              "homebase_cpu_ms": round2($0.homebaseCPU ?? .nan), "emulator_cpu_ms": round2($0.ollamaCPU ?? .nan),
@@ -489,7 +491,8 @@ let ds = stats(directSamples)
 let rs = stats(remoteSamples)
 let table = """
 
-    inference bench (\(model), answers of \(answerTokens) tokens, \(count) sequential pairs, \(concurrency) concurrent streams;
+    inference bench (\(model), answers of \(answerTokens) tokens, \(count) sequential pairs, \(concurrency) concurrent streams\(
+        sustain > 1 ? " kept in flight for \(concurrency * sustain)" : "");
     the streams' rows are the median of \(rounds) rounds)
     | measure                               | direct     | via Homebase | target      |
     |---------------------------------------|------------|--------------|-------------|
@@ -498,7 +501,7 @@ let table = """
     | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
     | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
     | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
-    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(completedAllRounds) of \(rounds * concurrency)".padding(12)) |             |
+    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(completedAllRounds) of \(rounds * concurrency * sustain)".padding(12)) |             |
     | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(medianRound.homebaseCPU).padding(12)) |             |
     | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(medianRound.ollamaDirectCPU).padding(10)) | \(f(medianRound.ollamaCPU).padding(12)) |             |
     | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(medianRound.relayCPU).padding(12)) |             |
