@@ -88,7 +88,8 @@ public final class Database: Sendable {
             // SQLite creates -wal and -shm with the main file's mode; this catches ones left by an older run.
             try Self.restrictCompanions(of: path)
         }
-        try connection.executeScript("PRAGMA synchronous=\(options.synchronous.rawValue); PRAGMA foreign_keys=ON;")
+        try connection.setSynchronous(options.synchronous)
+        try connection.executeScript("PRAGMA foreign_keys=ON;")
         self.path = path
         self.synchronous = options.synchronous
         self.connection = Mutex(connection)
@@ -98,23 +99,23 @@ public final class Database: Sendable {
 
     /// Runs one statement, discarding any rows.
     public func execute(_ sql: String, _ parameters: [SQLValue] = []) throws {
-        try self.connection.withLock { try $0.execute(sql, parameters) }
+        try self.locked { try $0.execute(sql, parameters) }
     }
 
     /// Runs one statement and returns all its rows.
     public func query(_ sql: String, _ parameters: [SQLValue] = []) throws -> [Row] {
-        try self.connection.withLock { try $0.query(sql, parameters) }
+        try self.locked { try $0.query(sql, parameters) }
     }
 
     /// Runs several `;`-separated statements without parameters.
     public func executeScript(_ sql: String) throws {
-        try self.connection.withLock { try $0.executeScript(sql) }
+        try self.locked { try $0.executeScript(sql) }
     }
 
     /// Runs `body` holding the lock, without a transaction (for reads that need several statements, or
     /// `changes` / `lastInsertRowID` right after a statement).
     public func withConnection<T: Sendable>(_ body: (DatabaseConnection) throws -> T) throws -> T {
-        try self.connection.withLock { connection throws -> T in try body(connection) }
+        try self.locked { connection throws -> T in try body(connection) }
     }
 
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`): committed when it returns, rolled back when it
@@ -125,32 +126,36 @@ public final class Database: Sendable {
     }
 
     /// `transaction`, committed under `synchronous` rather than the connection's own setting, which is set
-    /// back before the lock is released (a failure to set it back is thrown: the connection must not go on
-    /// committing less durably than it was opened to). `.normal` spares the commit its fsync: it survives a
-    /// crash of the process, and becomes durable against power loss with the next commit under `.full` (the
-    /// WAL is synced as a whole) or checkpoint.
+    /// back after it. `.normal` spares the commit its fsync: it survives a crash of the process, and becomes
+    /// durable against power loss with the next synced commit that writes a page (the WAL is synced as a
+    /// whole), or the next checkpoint. Should setting the level back fail (SQLite refuses it only inside a
+    /// transaction), the outcome of the body still stands, and every next use of the connection sets it
+    /// again before it runs (`locked`): nothing else ever commits under the lesser level.
     public func transaction<T: Sendable>(
         synchronous: Synchronous, _ body: (DatabaseConnection) throws -> T
     ) throws -> T {
         try self.connection.withLock { connection throws -> T in
-            let own = self.synchronous
-            if synchronous != own { try connection.execute("PRAGMA synchronous=\(synchronous.rawValue)") }
+            try connection.setSynchronous(synchronous)
             let result: Result<T, any Error>
             do {
                 try connection.begin()
-                do {
-                    let value = try body(connection)
-                    try connection.commit()
-                    result = .success(value)
-                } catch {
-                    connection.rollbackIfActive()
-                    throw error
-                }
+                let value = try body(connection)
+                try connection.commit()
+                result = .success(value)
             } catch {
+                connection.rollbackIfActive()
                 result = .failure(error)
             }
-            if synchronous != own { try connection.execute("PRAGMA synchronous=\(own.rawValue)") }
+            try? connection.setSynchronous(self.synchronous)
             return try result.get()
+        }
+    }
+
+    /// Runs `body` on the connection under the lock, at the connection's own `synchronous` level.
+    private func locked<T: Sendable>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+        try self.connection.withLock { connection throws -> T in
+            try connection.setSynchronous(self.synchronous)
+            return try body(connection)
         }
     }
 

@@ -11,6 +11,8 @@ public final class DatabaseConnection {
     /// finalized to make room, so ad-hoc SQL cannot grow it without limit.
     private var statements: [String: OpaquePointer] = [:]
     private let statementCacheCapacity: Int
+    /// The `PRAGMA synchronous` last set on this connection; nil when unknown (never set, or a set failed).
+    var synchronous: Database.Synchronous?
 
     init(handle: OpaquePointer, statementCacheCapacity: Int) {
         self.handle = handle
@@ -63,6 +65,15 @@ public final class DatabaseConnection {
     // MARK: Transactions (used by Database)
 
     func begin() throws { try self.execute("BEGIN IMMEDIATE") }
+
+    /// Sets `PRAGMA synchronous` unless it is known to be `level` already. Only outside a transaction (SQLite
+    /// refuses it inside one); a failure leaves the level unknown, so the next call sets it again.
+    func setSynchronous(_ level: Database.Synchronous) throws {
+        guard self.synchronous != level else { return }
+        self.synchronous = nil
+        try self.executeScript("PRAGMA synchronous=\(level.rawValue)")
+        self.synchronous = level
+    }
     func commit() throws { try self.execute("COMMIT") }
 
     /// Rolls back if a transaction is still open. SQLite rolls back by itself after some errors

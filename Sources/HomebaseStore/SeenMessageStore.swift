@@ -35,7 +35,9 @@ public final class SeenMessageStore: Sendable {
         CREATE TRIGGER seen_messages_deleted AFTER DELETE ON seen_messages BEGIN
             UPDATE seen_state SET row_count = row_count - 1 WHERE id = 0;
         END;
-        """
+        """,
+        // `sync()`'s commit must write a page to be synced at all: SQLite skips rewriting a row with itself.
+        "ALTER TABLE seen_state ADD COLUMN syncs INTEGER NOT NULL DEFAULT 0;",
     ]
 
     /// Default hard cap: 1,000,000 rows of about 70 bytes each, some 100 MB at worst.
@@ -104,15 +106,15 @@ public final class SeenMessageStore: Sendable {
     /// Ids were committed without a sync since the last `sync()`.
     public var hasUnsyncedIDs: Bool { self.unsynced.load(ordering: .acquiring) }
 
-    /// Makes the ids recorded since the last call durable against power loss: one synced commit (a row
-    /// rewritten as it is), which syncs the WAL and so every unsynced commit before it. Nothing when there
-    /// are none. Returns whether it synced.
+    /// Makes the ids recorded since the last call durable against power loss: one synced commit (it counts
+    /// the syncs, so it writes a page), which syncs the WAL and so every unsynced commit before it. Nothing
+    /// when there are none. Returns whether it synced.
     @discardableResult
     public func sync() throws -> Bool {
         guard self.unsynced.exchange(false, ordering: .acquiringAndReleasing) else { return false }
         do {
             try self.database.transaction(synchronous: .full) { connection in
-                try connection.execute("UPDATE seen_state SET floor_ms = floor_ms WHERE id = 0")
+                try connection.execute("UPDATE seen_state SET syncs = syncs + 1 WHERE id = 0")
             }
         } catch {
             self.unsynced.store(true, ordering: .releasing)

@@ -372,8 +372,8 @@ struct Round {
     }
 }
 
-/// `concurrency` requests at once, through the Homebase or straight to the emulator; their samples once all
-/// have ended.
+/// `concurrency` requests at once, through the Homebase or straight to the emulator, each replaced by a new one as
+/// it ends until `concurrency * sustain` have run; their samples once all have ended.
 func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
     let total = concurrency * sustain
     return await withTaskGroup(of: Sample.self) { group in
@@ -513,12 +513,13 @@ FileHandle.standardError.write(Data(table.utf8))
 var roundTable = "Rounds (Homebase ms / emulator ms same window / emulator ms direct = % / % of direct):\n"
 for (i, r) in roundResults.enumerated() {
     let done = r.completed
-    roundTable += "  \(i + 1)\(i == 0 ? " (first burst)" : ""): \(f(r.homebaseCPU)) / \(f(r.ollamaCPU)) / \(f(r.ollamaDirectCPU))"
-        + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %\(done == concurrency ? "" : ", \(done) of \(concurrency) completed")\n"
+    roundTable += "  \(i + 1)\(i == 0 ? " (first after start)" : ""): \(f(r.homebaseCPU)) / \(f(r.ollamaCPU)) / \(f(r.ollamaDirectCPU))"
+        + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %"
+        + "\(done == concurrency * sustain ? "" : ", \(done) of \(concurrency * sustain) completed")\n"
 }
 FileHandle.standardError.write(Data(roundTable.utf8))
 // Where the Homebase's CPU went during the median round's window, per thread name (schedstat, ns resolution).
-var threadTable = "Homebase threads, \(concurrency) streams:\n" + medianRound.threads.filter { $0.cpuMs >= 0.05 }
+var threadTable = "Homebase threads, \(concurrency) streams\(sustain > 1 ? " in flight, \(concurrency * sustain) in all" : ""):\n" + medianRound.threads.filter { $0.cpuMs >= 0.05 }
     .map { "  \($0.name.padding(24)) \(f($0.cpuMs).padding(8)) ms  \($0.switches) switches\n" }.joined()
 threadTable += "  total \(f(medianRound.threads.reduce(0) { $0 + $1.cpuMs })) ms, \(medianRound.threads.reduce(0) { $0 + $1.switches }) switches\n"
 FileHandle.standardError.write(Data(threadTable.utf8))

@@ -100,15 +100,21 @@ import Testing
 
     @Test func aFrameQueuedOutsideABatchIsWrittenByTheQueuingThread() throws {
         try Self.withPeers { a, b in
-            usleep(50_000)  // the I/O thread settles in poll(2)
-            let wakesBefore = a.link.wakesWritten.load(ordering: .relaxed)
-            a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [7][...]))
-            // Written before enqueue returned: no wake-up of the I/O thread (the Homebase's accepts, sent from
-            // the inference server's executor, each woke it).
-            #expect(a.link.directWrites.load(ordering: .relaxed) == 1)
-            #expect(a.link.wakesWritten.load(ordering: .relaxed) == wakesBefore)
+            // Written before enqueue returns, with no wake-up of the I/O thread (the Homebase's accepts, sent
+            // from the inference server's executor, each woke it). Should the I/O thread hold the socket at that
+            // instant (a keepalive check), the frame goes by a wake instead: try again, a few times.
+            var direct = false
+            for i in 0..<3 where !direct {
+                usleep(50_000)  // the I/O thread settles in poll(2)
+                let (wakes, writes) = (a.link.wakesWritten.load(ordering: .relaxed), a.link.directWrites.load(ordering: .relaxed))
+                a.link.enqueue(.send(sendID: 0, recipient: b.key.publicKey, flags: 0, payload: [UInt8(i)][...]))
+                let wroteDirectly = a.link.directWrites.load(ordering: .relaxed) == writes + 1
+                #expect(wroteDirectly != (a.link.wakesWritten.load(ordering: .relaxed) == wakes + 1))
+                direct = wroteDirectly
+            }
+            #expect(direct)
             let got = try b.waitDelivered(1)
-            #expect(got == [[7]])
+            #expect(got.first == [0])
         }
     }
 

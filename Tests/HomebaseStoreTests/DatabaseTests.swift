@@ -122,10 +122,12 @@ import Testing
         #expect(throws: Boom.self) {
             try db.transaction(synchronous: .normal) { c in
                 try c.execute("INSERT INTO t VALUES (2)")
+                #expect(try setting(c) == 1)  // set again, not only the first time
                 throw Boom()
             }
         }
         #expect(try db.withConnection { try setting($0) } == 2)
+        #expect(try db.transaction { try setting($0) } == 2)
         #expect(try db.query("SELECT x FROM t").map { try $0.int64(0) } == [1])
     }
 

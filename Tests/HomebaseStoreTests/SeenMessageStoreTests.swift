@@ -129,11 +129,19 @@ import Testing
         #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
         #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
         #expect(seen.hasUnsyncedIDs)
-        let restarted = try SeenMessageStore(database: Database(path: path))
+        let other = try Database(path: path)
+        let restarted = try SeenMessageStore(database: other)
         #expect(try !restarted.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        // The sync is a commit that writes (SQLite would skip one that rewrites a row as it is, and sync
+        // nothing): another connection sees the database change.
+        func dataVersion() throws -> Int64? { try other.query("PRAGMA data_version").first?.int64(0) }
+        let before = try dataVersion()
         #expect(try seen.sync())
+        #expect(try dataVersion() != before)
         #expect(!seen.hasUnsyncedIDs)
+        let after = try dataVersion()
         #expect(try !seen.sync())
+        #expect(try dataVersion() == after)
         // A batch of replays only records nothing, so there is nothing to sync.
         #expect(try seen.insertIfNew([SeenMessageStore.Entry(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0)])
             == [false])
