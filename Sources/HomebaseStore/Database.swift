@@ -125,29 +125,26 @@ public final class Database: Sendable {
         try self.transaction(synchronous: self.synchronous, body)
     }
 
-    /// `transaction`, committed under `synchronous` rather than the connection's own setting, which is set
-    /// back after it. `.normal` spares the commit its fsync: it survives a crash of the process, and becomes
-    /// durable against power loss with the next synced commit that writes a page (the WAL is synced as a
-    /// whole), or the next checkpoint. Should setting the level back fail (SQLite refuses it only inside a
-    /// transaction), the outcome of the body still stands, and every next use of the connection sets it
-    /// again before it runs (`locked`): nothing else ever commits under the lesser level.
+    /// `transaction`, committed under `synchronous` rather than the connection's own setting. `.normal` spares
+    /// the commit its fsync: it survives a crash of the process, and becomes durable against power loss with the
+    /// next synced commit that writes a page (the WAL is synced as a whole), or the next checkpoint. The level is
+    /// left as it is afterwards: every other use of the connection sets its own level first (`locked`, and
+    /// `transaction`), so nothing else ever commits under the lesser one, and a run of such transactions (the
+    /// replay set's, one per inbound batch) costs no PRAGMA each.
     public func transaction<T: Sendable>(
         synchronous: Synchronous, _ body: (DatabaseConnection) throws -> T
     ) throws -> T {
         try self.connection.withLock { connection throws -> T in
             try connection.setSynchronous(synchronous)
-            let result: Result<T, any Error>
             do {
                 try connection.begin()
                 let value = try body(connection)
                 try connection.commit()
-                result = .success(value)
+                return value
             } catch {
                 connection.rollbackIfActive()
-                result = .failure(error)
+                throw error
             }
-            try? connection.setSynchronous(self.synchronous)
-            return try result.get()
         }
     }
 

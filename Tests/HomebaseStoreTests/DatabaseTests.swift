@@ -104,8 +104,8 @@ import Testing
     }
 
     /// A transaction under another `synchronous` runs under it, and the connection's own setting (2: FULL) is
-    /// back afterwards, whether the body committed or threw: no later commit may lose its fsync.
-    @Test func aTransactionsOwnSynchronousIsSetBackAfterIt() throws {
+    /// back for any other use after it, whether the body committed or threw: no other commit may lose its fsync.
+    @Test func aTransactionsOwnSynchronousIsSetBackBeforeAnyOtherUse() throws {
         struct Boom: Error {}
         let dir = try TemporaryDirectory()
         let db = try Database(path: dir.file("state.db"))
@@ -127,8 +127,12 @@ import Testing
             }
         }
         #expect(try db.withConnection { try setting($0) } == 2)
+        _ = try db.transaction(synchronous: .normal) { _ in }
         #expect(try db.transaction { try setting($0) } == 2)
-        #expect(try db.query("SELECT x FROM t").map { try $0.int64(0) } == [1])
+        _ = try db.transaction(synchronous: .normal) { _ in }
+        try db.execute("INSERT INTO t VALUES (3)")
+        #expect(try db.query("PRAGMA synchronous").first?.int64(0) == 2)
+        #expect(try db.query("SELECT x FROM t").map { try $0.int64(0) } == [1, 3])
     }
 
     @Test func sqlErrorInsideATransactionRollsBackEarlierWrites() throws {
