@@ -118,7 +118,7 @@ public final class RelayLink: Sendable {
             return s.stopped
         }
         guard !already else { return }
-        self.wake()  // not deferrable: it waits below for the thread, a wake held for a batch would come too late
+        self.writeWakeByte()  // at once, not at a batch's end: it waits below for the thread
         _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
     }
 
@@ -130,22 +130,16 @@ public final class RelayLink: Sendable {
             s.outbound.append(frame.encoded())
             return true
         }
-        if ok { self.wake(deferrable: true) }
-        return ok
-    }
-
-    /// Wakes the I/O thread, or spares it the wake-up. `deferrable` (frames queued): the calling thread writes
-    /// the frames itself if it can (`writeOrWake`); inside a batch of work on it (the HTTP loop's pass) once, at
-    /// the batch's end, for all the frames the batch queued. A wake-up of the I/O thread (a pipe write, a poll, a
-    /// pass, often a timer's worth of CPU on a VM) costs more than the write itself.
-    private func wake(deferrable: Bool = false) {
-        if deferrable, DeferredWakes.isBatching {
+        guard ok else { return false }
+        // The queuing thread writes the frames itself if it can (`writeOrWake`); inside a batch of work on it (the
+        // HTTP loop's pass), once at the batch's end, for all the frames the batch queued. A wake-up of the I/O
+        // thread (a pipe write, a poll, a pass, often a timer's worth of CPU on a VM) costs more than the write.
+        if DeferredWakes.isBatching {
             DeferredWakes.wake(self) { [self] in self.writeOrWake() }
-        } else if deferrable {
-            self.writeOrWake()
         } else {
-            self.writeWakeByte()
+            self.writeOrWake()
         }
+        return true
     }
 
     private func writeWakeByte() {
@@ -157,8 +151,8 @@ public final class RelayLink: Sendable {
 
     /// On the thread that queued frames (at the end of its batch, if it has one): writes the queued frames from
     /// that thread when the socket is free, instead of waking the I/O thread to do it — no pipe write, no
-    /// wake-up, and no pass of a second thread. Wakes it when the socket is busy (the I/O thread at it), not connected, or full (the
-    /// rest waits there for POLLOUT), or when the write failed (it ends the connection).
+    /// wake-up, and no pass of a second thread. Wakes it when the socket is busy (the I/O thread at it), not
+    /// connected, or full (the rest waits there for POLLOUT), or when the write failed (it ends the connection).
     private func writeOrWake() {
         let written = self.io.withLockIfAvailable { slot -> Bool in
             guard let socket = slot.socket, !slot.failed else { return false }

@@ -185,8 +185,9 @@ public final class RelayMessenger: PeerMessenger {
     }
 
     /// The replay rule for checked envelopes, their ids recorded in one commit (written before anything is
-    /// passed on or acknowledged, and synced as the store does it: `SeenMessageStore.syncsEveryCommit`); the fresh ones go to `inbound`, in order. A store failure drops them all:
-    /// passing on a message whose id could not be recorded would let it be replayed.
+    /// passed on or acknowledged, and synced as the store does it: `SeenMessageStore.syncsEveryCommit`); the
+    /// fresh ones go to `inbound`, in order. A store failure drops them all: passing on a message whose id
+    /// could not be recorded would let it be replayed.
     private func accept(_ opened: [InboundMessage]) {
         guard !opened.isEmpty else { return }
         var fresh = Array(repeating: true, count: opened.count)
