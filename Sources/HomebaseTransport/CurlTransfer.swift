@@ -306,12 +306,12 @@ final class CurlTransfer: @unchecked Sendable {
             // HTTP/1.1's transfer codings (HTTP/2 has none): chunked is taken off here; any other would reach
             // the consumer still encoded, so it fails the transfer instead.
             let fields = self.headers.filter { $0.0 == "transfer-encoding" }.map(\.1)
-            if fields == ["chunked"] {
-                self.chunks = HTTPChunkedStreamDecoder()  // what every streaming answer says: no parsing
-            } else if !fields.isEmpty {
+            if !fields.isEmpty {
+                // `chunked` alone, as every streaming answer says it, is taken without parsing the list.
                 let codings = fields.joined(separator: ", ")
-                let list = codings.lowercased().filter { $0 != " " && $0 != "\t" }.split(separator: ",")
-                if list == ["chunked"] {
+                if fields == ["chunked"]
+                    || codings.lowercased().filter({ $0 != " " && $0 != "\t" }).split(separator: ",") == ["chunked"]
+                {
                     self.chunks = HTTPChunkedStreamDecoder()
                 } else {
                     self.failure = .transport(code: Int32(CURLE_BAD_CONTENT_ENCODING.rawValue),
