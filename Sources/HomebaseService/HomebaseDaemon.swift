@@ -68,7 +68,8 @@ public actor HomebaseDaemon {
     ///   - readCadence: the engine's read pacing, if it has one; the inference server lengthens it as more
     ///     requests stream (`InferenceLimits.runtimeReadPacing(running:)`).
     ///   - seen: the messenger's replay set if it commits without syncing (`SeenMessageStore.syncsEveryCommit`
-    ///     false): the daemon syncs it every `statePollInterval`, and once more when it stops.
+    ///     false): the daemon syncs it every `statePollInterval`. Its owner syncs it once more after stopping
+    ///     the messenger, which records ids until then (`HomebaseRunner`).
     public init(state: HomebaseState, identity: SigningSecretKey, directory: PeerDirectory,
                 messenger: any PeerMessenger, runtime: any RuntimeStatusSource, engine: any ChatEngine,
                 authorizer: (any InferenceAuthorizer)? = nil, guests: GuestRegistry? = nil,
@@ -137,7 +138,6 @@ public actor HomebaseDaemon {
         // Cancelling the task that called `run()` stops the daemon too.
         await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         await self.inference.stopAll()
-        self.syncSeen()
     }
 
     /// Makes the replay ids recorded since the last sync durable (`seen`).
