@@ -348,6 +348,8 @@ let ollamaPID = options["ollama-pid"].flatMap { Int32($0) }
 let relayPID = options["relay-pid"].flatMap { Int32($0) }
 let rounds = max(1, Int(options["rounds"] ?? "3") ?? 3)
 let sustain = max(1, Int(options["sustain"] ?? "1") ?? 1)
+/// Streams a round runs: `concurrency` at a time.
+let streamsPerRound = concurrency * sustain
 func delta(_ a: Double?, _ b: Double?) -> Double? { a.flatMap { a in b.map { $0 - a } } }
 
 /// One round's window through the Homebase and its direct window.
@@ -373,10 +375,9 @@ struct Round {
 }
 
 /// `concurrency` requests at once, through the Homebase or straight to the emulator, each replaced by a new one as
-/// it ends until `concurrency * sustain` have run; their samples once all have ended.
+/// it ends until `streamsPerRound` have run; their samples once all have ended.
 func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
-    let total = concurrency * sustain
-    return await withTaskGroup(of: Sample.self) { group in
+    await withTaskGroup(of: Sample.self) { group in
         var started = 0
         func startOne() {
             let prompt = "concurrent prompt \(round).\(started)"
@@ -387,7 +388,7 @@ func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
         var out: [Sample] = []
         for await s in group {
             out.append(s)
-            if started < total { startOne() }
+            if started < streamsPerRound { startOne() }
         }
         return out
     }
@@ -440,7 +441,7 @@ let cpuPercent = medianRound.percent
 // The emulator spends more CPU serving the Homebase (whose paced reads cost its kernel more window updates)
 // than serving the same load straight: the figure against its direct window is the stricter one.
 let cpuPercentOfDirect = medianRound.percentOfDirect
-let allCompleted = completedAllRounds == rounds * concurrency * sustain
+let allCompleted = completedAllRounds == rounds * streamsPerRound
 var report: [String: Any] = [
     "model": model,
     "answer_tokens": answerTokens,
@@ -453,7 +454,7 @@ var report: [String: Any] = [
         "pass_p50": addedP50 <= 5, "pass_p99": addedP99 <= 20,
     ] as [String: Any],
     "concurrent": [
-        "streams": concurrency, "sustain": sustain, "streams_per_round": concurrency * sustain, "rounds": rounds,
+        "streams": concurrency, "sustain": sustain, "streams_per_round": streamsPerRound, "rounds": rounds,
         "completed": medianRound.completed, "errors": concurrentErrors,
         "per_round": roundResults.map {
             ["window_ms": round2($0.windowMs), "completed": $0.completed,
@@ -492,7 +493,7 @@ let rs = stats(remoteSamples)
 let table = """
 
     inference bench (\(model), answers of \(answerTokens) tokens, \(count) sequential pairs, \(concurrency) concurrent streams\(
-        sustain > 1 ? " kept in flight for \(concurrency * sustain)" : "");
+        sustain > 1 ? " kept in flight for \(streamsPerRound)" : "");
     the streams' rows are the median of \(rounds) rounds)
     | measure                               | direct     | via Homebase | target      |
     |---------------------------------------|------------|--------------|-------------|
@@ -501,7 +502,7 @@ let table = """
     | tokens/s p50                          | \(f(ds["tokens_per_s_p50"] as? Double).padding(10)) | \(f(rs["tokens_per_s_p50"] as? Double).padding(12)) |             |
     | added TTFT p50 (ms)                   |            | \(f(addedP50).padding(12)) | <= 5 \((addedP50 <= 5 ? "ok" : "MISS").padding(6)) |
     | added TTFT p99 (ms)                   |            | \(f(addedP99).padding(12)) | <= 20 \((addedP99 <= 20 ? "ok" : "MISS").padding(5)) |
-    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(completedAllRounds) of \(rounds * concurrency * sustain)".padding(12)) |             |
+    | \("\(concurrency) streams: completed, all rounds".padding(37)) |            | \("\(completedAllRounds) of \(rounds * streamsPerRound)".padding(12)) |             |
     | \("\(concurrency) streams: Homebase CPU (ms)".padding(37)) |            | \(f(medianRound.homebaseCPU).padding(12)) |             |
     | \("\(concurrency) streams: emulator CPU (ms)".padding(37)) | \(f(medianRound.ollamaDirectCPU).padding(10)) | \(f(medianRound.ollamaCPU).padding(12)) |             |
     | \("\(concurrency) streams: relay CPU (ms)".padding(37)) |            | \(f(medianRound.relayCPU).padding(12)) |             |
@@ -515,11 +516,11 @@ for (i, r) in roundResults.enumerated() {
     let done = r.completed
     roundTable += "  \(i + 1)\(i == 0 ? " (first after start)" : ""): \(f(r.homebaseCPU)) / \(f(r.ollamaCPU)) / \(f(r.ollamaDirectCPU))"
         + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %"
-        + "\(done == concurrency * sustain ? "" : ", \(done) of \(concurrency * sustain) completed")\n"
+        + "\(done == streamsPerRound ? "" : ", \(done) of \(streamsPerRound) completed")\n"
 }
 FileHandle.standardError.write(Data(roundTable.utf8))
 // Where the Homebase's CPU went during the median round's window, per thread name (schedstat, ns resolution).
-var threadTable = "Homebase threads, \(concurrency) streams\(sustain > 1 ? " in flight, \(concurrency * sustain) in all" : ""):\n" + medianRound.threads.filter { $0.cpuMs >= 0.05 }
+var threadTable = "Homebase threads, \(concurrency) streams\(sustain > 1 ? " in flight, \(streamsPerRound) in all" : ""):\n" + medianRound.threads.filter { $0.cpuMs >= 0.05 }
     .map { "  \($0.name.padding(24)) \(f($0.cpuMs).padding(8)) ms  \($0.switches) switches\n" }.joined()
 threadTable += "  total \(f(medianRound.threads.reduce(0) { $0 + $1.cpuMs })) ms, \(medianRound.threads.reduce(0) { $0 + $1.switches }) switches\n"
 FileHandle.standardError.write(Data(threadTable.utf8))
