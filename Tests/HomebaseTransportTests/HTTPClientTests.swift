@@ -32,11 +32,14 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def start_chunked(self, ctype):
+    def head(self, *fields):
         self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in fields:
+            self.send_header(name, value)
         self.end_headers()
+
+    def start_chunked(self, ctype):
+        self.head(("Content-Type", ctype), ("Transfer-Encoding", "chunked"))
         self.wfile.flush()
 
     def chunk(self, data):
@@ -75,31 +78,21 @@ class Handler(BaseHTTPRequestHandler):
             self.end_chunked()
         elif path == "/chunk-burst":
             # Fifty chunks and a trailer in one write: one read for the client.
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.head(("Content-Type", "text/plain"), ("Transfer-Encoding", "chunked"))
             body = b"".join(b"%x;ext=%d\r\n%s\r\n" % (len(w), i, w) for i, w in enumerate(b"w%d " % n for n in range(50)))
             self.wfile.write(body + b"0\r\nX-Trailer: t\r\n\r\n")
             self.wfile.flush()
         elif path == "/gzip-body":
             data = gzip.compress(b"hello gzip")
-            self.send_response(200)
-            self.send_header("Content-Encoding", "gzip")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.head(("Content-Encoding", "gzip"), ("Transfer-Encoding", "chunked"))
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
             self.wfile.flush()
         elif path == "/gzip-chunked":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "gzip, chunked")
-            self.end_headers()
+            self.head(("Transfer-Encoding", "gzip, chunked"))
             self.wfile.write(b"3\r\nabc\r\n0\r\n\r\n")
             self.wfile.flush()
         elif path == "/bad-chunk":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.head(("Transfer-Encoding", "chunked"))
             self.wfile.write(b"3\r\nabcXY\r\n0\r\n\r\n")
             self.wfile.flush()
             self.close_connection = True
