@@ -12,6 +12,11 @@ import Synchronization
 /// `prune(olderThanMs: t)` or a cap eviction of rows up to `sent_at = s`, any message with
 /// `sentAtMs < floor` (t, or s + 1) is reported as not new. That may also refuse a genuine but very old
 /// message, which the caller's window check would refuse anyway.
+///
+/// The row count for the cap is kept in memory: counted at the first batch, then followed by this store's own
+/// inserts and deletes (a trigger keeping it in a row wrote a third page, and ran an UPDATE, on every commit).
+/// Rows another store adds to the same file meanwhile are not counted until the next start; with one writer
+/// per state directory (the daemon) that does not happen, and at worst the cap is passed by what it missed.
 public final class SeenMessageStore: Sendable {
     /// Migration steps of namespace "seen". Append only.
     static let migrations = [
@@ -38,6 +43,12 @@ public final class SeenMessageStore: Sendable {
         """,
         // `sync()`'s commit must write a page to be synced at all: SQLite skips rewriting a row with itself.
         "ALTER TABLE seen_state ADD COLUMN syncs INTEGER NOT NULL DEFAULT 0;",
+        // The count is kept in memory (see the type's docs), not by triggers on every insert and delete.
+        """
+        DROP TRIGGER seen_messages_inserted;
+        DROP TRIGGER seen_messages_deleted;
+        ALTER TABLE seen_state DROP COLUMN row_count;
+        """,
     ]
 
     /// Default hard cap: 1,000,000 rows of about 70 bytes each, some 100 MB at worst.
@@ -51,6 +62,9 @@ public final class SeenMessageStore: Sendable {
     public let syncsEveryCommit: Bool
     /// A batch was committed without a sync since the last `sync()`.
     private let unsynced = Atomic<Bool>(false)
+    /// Rows in `seen_messages` as this store knows them (see the type's docs); nil until the first batch
+    /// counts them. Held across each transaction that changes the table, so it follows the commits exactly.
+    private let knownRows = Mutex<Int64?>(nil)
 
     /// - Parameter syncsEveryCommit: false: batches commit without an fsync (`PRAGMA synchronous=NORMAL`
     ///   for that commit), and the owner calls `sync()` every second or so. Ids then survive any restart of
@@ -93,11 +107,17 @@ public final class SeenMessageStore: Sendable {
         guard !entries.isEmpty else { return [] }
         let maxRows = self.maxRows
         let synchronous = self.syncsEveryCommit ? self.database.synchronous : .normal
-        let answers = try self.database.transaction(synchronous: synchronous) { connection in
-            // The state row is read once per batch and kept up to date here as the batch changes it (the
-            // triggers keep the stored count; this copy follows them), not read again for every entry.
-            var state = try Self.state(connection)
-            return try entries.map { try Self.insert($0, maxRows: maxRows, state: &state, connection) }
+        // The count is taken as the batch commits: the lock is held across the transaction.
+        let answers = try self.knownRows.withLock { knownRows in
+            let (answers, rows) = try self.database.transaction(synchronous: synchronous) { connection in
+                // The floor is read once per batch and kept up to date here as the batch raises it.
+                var state = State(rowCount: try knownRows ?? Self.countRows(connection),
+                                  floorMs: try Self.floorMs(connection))
+                let answers = try entries.map { try Self.insert($0, maxRows: maxRows, state: &state, connection) }
+                return (answers, state.rowCount)
+            }
+            knownRows = rows
+            return answers
         }
         if !self.syncsEveryCommit, answers.contains(true) { self.unsynced.store(true, ordering: .releasing) }
         return answers
@@ -162,16 +182,20 @@ public final class SeenMessageStore: Sendable {
         let cutoff = Int64(storing: olderThanMs)
         var total = 0
         while true {
-            let deleted = try self.database.transaction { connection in
-                try connection.execute(
-                    """
-                    DELETE FROM seen_messages WHERE (sender, message_id) IN
-                        (SELECT sender, message_id FROM seen_messages WHERE sent_at_ms < ? LIMIT ?)
-                    """,
-                    [.integer(cutoff), .integer(Int64(Self.pruneBatch))]
-                )
-                let deleted = connection.changes
-                try Self.raiseFloor(to: cutoff, connection)
+            let deleted = try self.knownRows.withLock { knownRows in
+                let deleted = try self.database.transaction { connection in
+                    try connection.execute(
+                        """
+                        DELETE FROM seen_messages WHERE (sender, message_id) IN
+                            (SELECT sender, message_id FROM seen_messages WHERE sent_at_ms < ? LIMIT ?)
+                        """,
+                        [.integer(cutoff), .integer(Int64(Self.pruneBatch))]
+                    )
+                    let deleted = connection.changes
+                    try Self.raiseFloor(to: cutoff, connection)
+                    return deleted
+                }
+                knownRows = knownRows.map { $0 - Int64(deleted) }
                 return deleted
             }
             total += deleted
@@ -182,22 +206,26 @@ public final class SeenMessageStore: Sendable {
     /// Messages with `sentAtMs` below this are refused by `insertIfNew` (their ids may have been forgotten).
     public func floorMs() throws -> UInt64 {
         try self.database.withConnection { connection in
-            try UInt64(stored: Self.state(connection).floorMs, table: "seen_state", column: "floor_ms")
+            try UInt64(stored: Self.floorMs(connection), table: "seen_state", column: "floor_ms")
         }
     }
 
-    /// Ids currently held.
+    /// Ids currently held (counted, not the store's own count).
     public func count() throws -> Int {
-        try self.database.withConnection { Int(try Self.state($0).rowCount) }
+        try self.database.withConnection { Int(try Self.countRows($0)) }
     }
 
     private struct State: Sendable { var rowCount: Int64, floorMs: Int64 }
 
-    private static func state(_ connection: DatabaseConnection) throws -> State {
-        guard let row = try connection.query("SELECT row_count, floor_ms FROM seen_state WHERE id = 0").first else {
+    private static func floorMs(_ connection: DatabaseConnection) throws -> Int64 {
+        guard let row = try connection.query("SELECT floor_ms FROM seen_state WHERE id = 0").first else {
             throw StoreError.corruptRow(table: "seen_state", reason: "missing row")
         }
-        return State(rowCount: try row.int64(0), floorMs: try row.int64(1))
+        return try row.int64(0)
+    }
+
+    private static func countRows(_ connection: DatabaseConnection) throws -> Int64 {
+        try connection.query("SELECT count(*) FROM seen_messages").first?.int64(0) ?? 0
     }
 
     private static func raiseFloor(to floorMs: Int64, _ connection: DatabaseConnection) throws {

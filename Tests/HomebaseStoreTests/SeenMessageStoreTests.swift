@@ -149,6 +149,39 @@ import Testing
         #expect(try seen.count() == 1)
     }
 
+    /// The count for the cap is the store's own, taken from the table when it starts: a database from before
+    /// (its rows counted by triggers) loses the triggers and the stored count, and its rows still count.
+    @Test func theCountIsTakenAtStartAndNoTriggerWritesIt() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        do {
+            let old = try Database(path: path)
+            try old.migrate(namespace: "seen", steps: Array(SeenMessageStore.migrations.prefix(2)))
+            for i in 0..<3 {
+                try old.execute("INSERT INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
+                                [.blob(self.alice.bytes), .blob(self.id(UInt8(i))), .integer(Int64(self.t0) + Int64(i))])
+            }
+        }
+        let database = try Database(path: path)
+        let seen = try SeenMessageStore(database: database, maxRows: 3)
+        #expect(try database.query("SELECT name FROM sqlite_master WHERE type = 'trigger'").isEmpty)
+        #expect(try database.query("SELECT * FROM pragma_table_info('seen_state') WHERE name = 'row_count'").isEmpty)
+        #expect(try seen.count() == 3)
+        // Three rows already: a fourth evicts the oldest.
+        #expect(try seen.insertIfNew(sender: self.bob, messageID: self.id(9), sentAtMs: self.t0 + 9))
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 1)
+        // Pruned rows leave the count: two fit again before the next eviction.
+        #expect(try seen.prune(olderThanMs: self.t0 + 3) == 2)
+        #expect(try seen.insertIfNew(sender: self.bob, messageID: self.id(10), sentAtMs: self.t0 + 10))
+        #expect(try seen.insertIfNew(sender: self.bob, messageID: self.id(11), sentAtMs: self.t0 + 11))
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 3)
+        #expect(try seen.insertIfNew(sender: self.bob, messageID: self.id(12), sentAtMs: self.t0 + 12))
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 10)
+    }
+
     @Test func absurdTimestampsDoNotTrap() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 1)
         #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: UInt64.max))
