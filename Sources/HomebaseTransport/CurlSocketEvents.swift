@@ -2,6 +2,7 @@ internal import CCurl
 internal import CCurlShim
 internal import CLinux
 import Glibc
+import Synchronization
 
 /// libcurl's socket interface for one multi handle (CURLMOPT_SOCKETFUNCTION and CURLMOPT_TIMERFUNCTION): the
 /// sockets libcurl asks to have watched sit in an epoll set, and its one timer is a deadline the loop waits for.
@@ -42,6 +43,11 @@ final class CurlSocketEvents: @unchecked Sendable {
     private var sockets: [UnsafeMutableRawPointer: Int32] = [:]
     /// `epoll_ctl` calls made so far (tests count them).
     private(set) var controlCalls = 0
+    /// A wake-up was written to the eventfd and `wait` has not taken it yet: later ones need no write of their
+    /// own. Starts posted from other threads while the loop is busy came to about ten writes per wait.
+    private let wakePending = Atomic<Bool>(false)
+    /// Writes to the eventfd so far (tests count them).
+    let wakeWrites = Atomic<Int>(0)
 
     init() {
         let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -72,8 +78,12 @@ final class CurlSocketEvents: @unchecked Sendable {
         _ = ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
     }
 
-    /// Ends the current (or next) `wait` at once. Any thread.
+    /// Ends the current (or next) `wait` at once. Any thread. The caller posts its work before calling this, and
+    /// the loop takes posted work after the wait that consumed the wake-up, so a wake-up skipped because one
+    /// is pending is covered by it.
     func wake() {
+        if self.wakePending.exchange(true, ordering: .acquiringAndReleasing) { return }
+        self.wakeWrites.add(1, ordering: .relaxed)
         var one: UInt64 = 1
         // Fails (EAGAIN) only if the counter would overflow, and then a wake-up is pending anyway.
         _ = Glibc.write(self.wakeFD, &one, 8)
@@ -167,6 +177,9 @@ final class CurlSocketEvents: @unchecked Sendable {
             if event.data.u64 == Self.wakeData {
                 var counter: UInt64 = 0
                 _ = Glibc.read(self.wakeFD, &counter, 8)  // EAGAIN: already reset
+                // Cleared after the read: a wake-up from here on writes again, and the pass after this wait
+                // takes whatever was posted before it.
+                self.wakePending.store(false, ordering: .releasing)
                 continue
             }
             var mask: Int32 = 0

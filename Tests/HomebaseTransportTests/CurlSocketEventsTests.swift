@@ -54,6 +54,25 @@ struct CurlSocketEventsTests {
         #expect(self.masks(events, fd: pair.ours) == [CurlSocketEvents.selectOut])
     }
 
+    /// Wake-ups asked for before the wait takes one share its write; the wait that takes it lets the next one
+    /// write again, and that one ends the next wait at once.
+    @Test func wakeUpsPendingShareOneWrite() throws {
+        let events = CurlSocketEvents()
+        for _ in 0..<3 { events.wake() }
+        #expect(events.wakeWrites.load(ordering: .relaxed) == 1)
+        let clock = ContinuousClock()
+        var took = clock.measure { events.wait(timeoutMs: 5000) }
+        #expect(took < .seconds(2))
+        events.wait(timeoutMs: 0)  // consumed: nothing left
+        events.wake()
+        #expect(events.wakeWrites.load(ordering: .relaxed) == 2)
+        took = clock.measure { events.wait(timeoutMs: 5000) }
+        #expect(took < .seconds(2))
+        // Taken: a wait now sleeps its timeout.
+        took = clock.measure { events.wait(timeoutMs: 50) }
+        #expect(took >= .milliseconds(40))
+    }
+
     @Test func aRemovedSocketIsNoLongerReported() throws {
         // What a paused transfer relies on: libcurl removes its socket, and bytes waiting on it wake nobody.
         let events = CurlSocketEvents()
