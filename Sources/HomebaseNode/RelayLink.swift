@@ -27,6 +27,11 @@ public final class RelayLink: Sendable {
         public var deadAfterMs: UInt64 = 100_000
         /// Stop after this many failed connection attempts in a row (nil: never; a daemon retries forever).
         public var maxAttempts: Int?
+        /// Bytes of frames queued that the socket has not taken, past which `enqueue` refuses more, as when not
+        /// connected. A relay that takes bytes, but more slowly than they come (a slow uplink under many
+        /// streams), never stalls the connection out (`sendStallMs`); without a cap its backlog, and the memory
+        /// it holds, would grow for as long as that lasts. 8 MiB: some 30 maximal SENDs, or thousands of chunks.
+        public var maxBacklogBytes = 8 * 1024 * 1024
         public init() {}
     }
 
@@ -42,6 +47,10 @@ public final class RelayLink: Sendable {
 
     private struct Shared {
         var outbound: [[UInt8]] = []
+        /// Bytes in `outbound`.
+        var outboundBytes = 0
+        /// Bytes the WebSocket held for room when last written to (`WebSocketClient.pendingOutputBytes`).
+        var socketBacklogBytes = 0
         var stopped = false
         var connected = false
     }
@@ -64,6 +73,8 @@ public final class RelayLink: Sendable {
     /// Wake bytes written, and batches of frames another thread wrote itself (for tests).
     let wakesWritten = Atomic<Int>(0)
     let directWrites = Atomic<Int>(0)
+    /// Frames `enqueue` refused because the backlog was full (`Options.maxBacklogBytes`).
+    public let refusedFrames = Atomic<Int>(0)
 
     private struct IOSlot {
         var socket: SharedWebSocket?
@@ -122,13 +133,22 @@ public final class RelayLink: Sendable {
         _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
     }
 
-    /// Queues a frame; returns false when not connected (the caller treats that as "not sent").
+    /// Queues a frame; returns false when not connected, or when the backlog is full (`Options.maxBacklogBytes`):
+    /// the caller treats that as "not sent".
     @discardableResult
     public func enqueue(_ frame: RelayFrame) -> Bool {
-        let ok = self.shared.withLock { s -> Bool in
+        let encoded = frame.encoded()
+        let maxBacklog = self.options.maxBacklogBytes
+        let ok = self.shared.withLock { s -> Bool? in
             guard s.connected, !s.stopped else { return false }
-            s.outbound.append(frame.encoded())
+            guard s.outboundBytes + s.socketBacklogBytes + encoded.count <= maxBacklog else { return nil }
+            s.outbound.append(encoded)
+            s.outboundBytes += encoded.count
             return true
+        }
+        guard let ok else {
+            self.refusedFrames.add(1, ordering: .relaxed)
+            return false
         }
         guard ok else { return false }
         // The queuing thread writes the frames itself if it can (`writeOrWake`); inside a batch of work on it (the
@@ -157,6 +177,7 @@ public final class RelayLink: Sendable {
         let written = self.io.withLockIfAvailable { slot -> Bool in
             guard let socket = slot.socket, !slot.failed else { return false }
             do {
+                defer { self.noteBacklog(socket.ws) }
                 return try socket.ws.trySend(binaryMessages: self.takeOutbound())
             } catch {
                 slot.failed = true
@@ -173,9 +194,18 @@ public final class RelayLink: Sendable {
     /// The queued frames, in order; the caller holds `io`, so frames taken later are written later.
     private func takeOutbound() -> [[UInt8]] {
         self.shared.withLock { s -> [[UInt8]] in
-            defer { s.outbound.removeAll(keepingCapacity: true) }
+            defer {
+                s.outbound.removeAll(keepingCapacity: true)
+                s.outboundBytes = 0
+            }
             return s.outbound
         }
+    }
+
+    /// Records what `ws` holds for room after a write, for `enqueue`'s cap. The caller holds `io`.
+    private func noteBacklog(_ ws: WebSocketClient) {
+        let bytes = ws.pendingOutputBytes
+        self.shared.withLock { $0.socketBacklogBytes = bytes }
     }
 
     private var isStopped: Bool { self.shared.withLock { $0.stopped } }
@@ -198,6 +228,8 @@ public final class RelayLink: Sendable {
                 self.shared.withLock {
                     $0.connected = true
                     $0.outbound.removeAll()
+                    $0.outboundBytes = 0
+                    $0.socketBacklogBytes = 0
                 }
                 self.onEvent(.connected(stored: stored, maxPayload: maxPayload))
                 closeCode = self.serve(ws, machine: machine)
@@ -300,6 +332,7 @@ public final class RelayLink: Sendable {
                         return Step(failed: true)
                     }
                     _ = try ws.trySend(binaryMessages: self.takeOutbound())
+                    self.noteBacklog(ws)
                     let before = ws.bytesReceived
                     var step = Step()
                     step.messages = try ws.receiveAvailable(read: readable)

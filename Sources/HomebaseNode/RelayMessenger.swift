@@ -28,6 +28,8 @@ public final class RelayMessenger: PeerMessenger {
         var keys: [PublicKey: SymmetricKey] = [:]
         var drops: [String: Int] = [:]
         var maxPayload = RelayLimits().maxPayloadBytes
+        /// When a refused frame may next be logged (monotonic ms): one warning per episode, not one per frame.
+        var nextBacklogWarningMs: UInt64 = 0
     }
 
     /// - Parameters:
@@ -79,9 +81,24 @@ public final class RelayMessenger: PeerMessenger {
         let frame = RelayFrame.send(sendID: sendID, recipient: peer, flags: store ? SendFlags.store : 0,
                                     payload: sealed[...])
         if !(self.link?.enqueue(frame) ?? false) {
+            if let link = self.link, link.isConnected { self.warnBacklogFull(link) }
             let cb = self.state.withLock { $0.receipts.complete(sendID) }
             cb?(.notConnected)
         }
+    }
+
+    /// Connected, yet the frame was refused: the relay takes bytes more slowly than they come
+    /// (`RelayLink.Options.maxBacklogBytes`). At most one warning every 10 seconds.
+    private func warnBacklogFull(_ link: RelayLink) {
+        let now = Posix.monotonicMs
+        let due = self.state.withLock { s -> Bool in
+            guard now >= s.nextBacklogWarningMs else { return false }
+            s.nextBacklogWarningMs = now + 10_000
+            return true
+        }
+        guard due else { return }
+        self.logger.warning("The relay takes frames more slowly than they come; frames are refused until it catches up",
+                            metadata: ["refused": "\(link.refusedFrames.load(ordering: .relaxed))"])
     }
 
     /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer.

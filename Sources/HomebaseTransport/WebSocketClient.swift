@@ -53,6 +53,8 @@ public final class WebSocketClient {
     /// (`ByteStream.trySend`).
     private var output: [[UInt8]] = []
     private var outputOffset = 0
+    /// Bytes in `output` the socket has not taken.
+    public private(set) var pendingOutputBytes = 0
     /// When the socket last took bytes, or output began to wait (`Posix.monotonicMs`).
     private var outputProgressMs: UInt64 = 0
 
@@ -166,6 +168,7 @@ public final class WebSocketClient {
             let written = try result.get()
             if written > 0 { self.outputProgressMs = Posix.monotonicMs }
             self.outputOffset += written
+            self.pendingOutputBytes -= written
             guard self.outputOffset == first.count else { return false }
             self.output.removeFirst()
             self.outputOffset = 0
@@ -176,6 +179,7 @@ public final class WebSocketClient {
     private func queue(_ bytes: [UInt8]) {
         if self.output.isEmpty { self.outputProgressMs = Posix.monotonicMs }
         self.output.append(bytes)
+        self.pendingOutputBytes += bytes.count
     }
 
     /// Writes pending output and then `bytes`, waiting with poll(2) for room until `deadline`.

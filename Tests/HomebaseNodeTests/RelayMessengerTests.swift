@@ -13,13 +13,14 @@ final class LocalRelay: @unchecked Sendable {
     let dir: String
     private let done = DispatchSemaphore(value: 0)
 
-    init() throws {
+    init(configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
         self.dir = FileManager.default.temporaryDirectory.appendingPathComponent("node-relay-\(UUID().uuidString)").path
         var c = RelayConfiguration()
         c.listenHost = "127.0.0.1"
         c.listenPort = 0
         c.dataDirectory = self.dir
         c.durability = "normal"
+        configure(&c)
         let server = try RelayServer(configuration: c, logger: .discard())
         self.server = server
         let done = self.done

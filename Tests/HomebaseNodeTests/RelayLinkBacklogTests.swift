@@ -1,0 +1,165 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Synchronization
+import Testing
+@testable import HomebaseNode
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A relay that takes bytes more slowly than they come must not make the link's backlog, and its memory, grow
+/// without bound: past `Options.maxBacklogBytes` frames are refused, as when not connected, and taken again
+/// once the backlog drains. Frames taken are all delivered, in order.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RelayLinkBacklogTests {
+    /// A TCP proxy for one connection, whose client-to-server direction can be paused: the client's bytes then
+    /// pile up in its own socket, as behind a slow uplink.
+    final class PausableProxy: @unchecked Sendable {
+        let port: UInt16
+        private let listener: Int32
+        private let paused = Atomic<Bool>(false)
+        private let stopped = Atomic<Bool>(false)
+        private let fds = Mutex<[Int32]>([])
+
+        init(to target: UInt16) throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            try #require(fd >= 0)
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            // Small receive buffers for the accepted socket (inherited): the backlog piles up on the client's side.
+            var small: Int32 = 4096
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = 0
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            try #require(bound == 0 && listen(fd, 4) == 0)
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            self.port = UInt16(bigEndian: addr.sin_port)
+            self.listener = fd
+            Thread { self.serve(target: target) }.start()
+        }
+
+        func pause(_ value: Bool) { self.paused.store(value, ordering: .releasing) }
+
+        func stop() {
+            self.stopped.store(true, ordering: .releasing)
+            shutdown(self.listener, Int32(SHUT_RDWR))
+            close(self.listener)
+            for fd in self.fds.withLock({ $0 }) { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+
+        private func serve(target: UInt16) {
+            let client = accept(self.listener, nil, nil)
+            guard client >= 0 else { return }
+            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = target.bigEndian
+            let connected = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else { return }
+            self.fds.withLock { $0 = [client, server] }
+            Thread { self.pump(from: server, to: client, pausable: false) }.start()
+            self.pump(from: client, to: server, pausable: true)
+        }
+
+        private func pump(from: Int32, to: Int32, pausable: Bool) {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !self.stopped.load(ordering: .acquiring) {
+                if pausable && self.paused.load(ordering: .acquiring) {
+                    usleep(1_000)
+                    continue
+                }
+                var pfd = pollfd(fd: from, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 10) >= 0 else { return }
+                if pfd.revents == 0 { continue }
+                let n = recv(from, &buffer, buffer.count, 0)
+                guard n > 0 else { shutdown(to, Int32(SHUT_WR)); return }
+                var sent = 0
+                while sent < n {
+                    let w = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }
+                    guard w > 0 else { return }
+                    sent += w
+                }
+            }
+        }
+    }
+
+    @Test func aFullBacklogRefusesFramesUntilItDrains() throws {
+        // The burst the kernel's buffers took while paused reaches the receiver at once when resumed: more than
+        // the relay's default queue for a slow reader (which would close the receiver).
+        let relay = try LocalRelay { $0.limits.outboundQueueMaxBytes = 64 * 1024 * 1024 }
+        defer { relay.stop() }
+        let proxy = try PausableProxy(to: relay.server.port)
+        defer { proxy.stop() }
+        let receiver = RelayLinkDirectWriteTests.Peer(relay)
+        defer { receiver.link.stop() }
+        try receiver.waitConnected()
+
+        var options = RelayLink.Options()
+        options.maxBacklogBytes = 256 * 1024
+        let connected = DispatchSemaphore(value: 0)
+        let sender = RelayLink(url: "ws://127.0.0.1:\(proxy.port)/v1/relay", key: .generate(), options: options) {
+            if case .connected = $0 { connected.signal() }
+        }
+        sender.start()
+        defer { sender.stop() }
+        #expect(connected.wait(timeout: .now() + 5) == .success)
+
+        // Paused: the socket's buffers fill (a few MB on loopback), then the backlog; frames past the cap are
+        // refused.
+        proxy.pause(true)
+        let payload = [UInt8](repeating: 0x5A, count: 100 * 1024)
+        var taken = 0
+        var refused = false
+        for i in 0..<200 {
+            var frame = payload
+            frame[0] = UInt8(truncatingIfNeeded: i)
+            if sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: frame[...])) {
+                taken += 1
+            } else {
+                refused = true
+                break
+            }
+            usleep(1_000)  // room for the link to write what the socket takes
+        }
+        #expect(refused, "200 frames of 100 KiB taken with the relay paused")
+        #expect(sender.refusedFrames.load(ordering: .relaxed) == 1)
+        // Taken: what the kernel's buffers hold plus the cap, not everything offered.
+        #expect(taken < 100)
+
+        // Drained: frames are taken again, and every frame taken arrives, in order.
+        proxy.pause(false)
+        let deadline = ContinuousClock.now + .seconds(10)
+        var again = false
+        while ContinuousClock.now < deadline {
+            var frame = payload
+            frame[0] = UInt8(truncatingIfNeeded: taken)
+            if sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: frame[...])) {
+                taken += 1
+                again = true
+                break
+            }
+            usleep(10_000)
+        }
+        #expect(again, "no frame taken after the relay caught up")
+        let got = try receiver.waitDelivered(taken)
+        #expect(got.count == taken)
+        #expect(got.map { $0[0] } == (0..<taken).map { UInt8(truncatingIfNeeded: $0) })
+    }
+}
