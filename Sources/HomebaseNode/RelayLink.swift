@@ -141,7 +141,9 @@ public final class RelayLink: Sendable {
         let maxBacklog = self.options.maxBacklogBytes
         let ok = self.shared.withLock { s -> Bool? in
             guard s.connected, !s.stopped else { return false }
-            guard s.outboundBytes + s.socketBacklogBytes + encoded.count <= maxBacklog else { return nil }
+            let backlog = s.outboundBytes + s.socketBacklogBytes
+            // A frame bigger than the cap still goes when nothing waits (the relay's own limit is the payload's).
+            guard backlog == 0 || backlog + encoded.count <= maxBacklog else { return nil }
             s.outbound.append(encoded)
             s.outboundBytes += encoded.count
             return true
