@@ -100,6 +100,27 @@ import Glibc
         }
     }
 
+    /// A cap below a frame's size does not refuse that frame for good: with nothing waiting, it goes.
+    @Test func aFrameBiggerThanTheCapGoesWhenNothingWaits() throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let receiver = RelayLinkDirectWriteTests.Peer(relay)
+        defer { receiver.link.stop() }
+        try receiver.waitConnected()
+        var options = RelayLink.Options()
+        options.maxBacklogBytes = 1024
+        let connected = DispatchSemaphore(value: 0)
+        let sender = RelayLink(url: relay.url, key: .generate(), options: options) {
+            if case .connected = $0 { connected.signal() }
+        }
+        sender.start()
+        defer { sender.stop() }
+        #expect(connected.wait(timeout: .now() + 5) == .success)
+        let payload = [UInt8](repeating: 7, count: 10 * 1024)
+        #expect(sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: payload[...])))
+        #expect(try receiver.waitDelivered(1) == [payload])
+    }
+
     @Test func aFullBacklogRefusesFramesUntilItDrains() throws {
         // The burst the kernel's buffers took while paused reaches the receiver at once when resumed: more than
         // the relay's default queue for a slow reader (which would close the receiver).
