@@ -150,6 +150,8 @@ public final class RelayLink: Sendable {
         }
         guard let ok else {
             self.refusedFrames.add(1, ordering: .relaxed)
+            // The I/O thread takes a fresh measure of the backlog on its next pass (repeats share one byte).
+            self.writeWakeByte()
             return false
         }
         guard ok else { return false }
@@ -198,6 +200,9 @@ public final class RelayLink: Sendable {
         self.shared.withLock { s -> [[UInt8]] in
             defer {
                 s.outbound.removeAll(keepingCapacity: true)
+                // Counted as the socket's until the caller's `noteBacklog` measures it: the frames are
+                // on their way there, and must count against the cap meanwhile.
+                s.socketBacklogBytes += s.outboundBytes
                 s.outboundBytes = 0
             }
             return s.outbound
@@ -334,7 +339,8 @@ public final class RelayLink: Sendable {
                         return Step(failed: true)
                     }
                     _ = try ws.trySend(binaryMessages: self.takeOutbound())
-                    self.noteBacklog(ws)
+                    // Measured after the read as well: reading writes pending output too (and pongs).
+                    defer { self.noteBacklog(ws) }
                     let before = ws.bytesReceived
                     var step = Step()
                     step.messages = try ws.receiveAvailable(read: readable)
@@ -382,7 +388,10 @@ public final class RelayLink: Sendable {
                 }
                 if now >= lastHeard + self.options.keepaliveMs, now >= lastPing + self.options.keepaliveMs {
                     lastPing = now
-                    _ = try self.io.withLock { _ throws(WebSocketClient.Error) in try ws.tryPing() }
+                    _ = try self.io.withLock { _ throws(WebSocketClient.Error) in
+                        defer { self.noteBacklog(ws) }
+                        return try ws.tryPing()
+                    }
                 }
                 // Input poll cannot announce (a failure after the last messages, TLS records past the bound):
                 // take it at once, only draining the wake pipe. Output waiting for room: wake when there is.
