@@ -15,8 +15,8 @@ import Synchronization
 ///
 /// The row count for the cap is kept in memory: counted at the first batch, then followed by this store's own
 /// inserts and deletes (a trigger keeping it in a row wrote a third page, and ran an UPDATE, on every commit).
-/// Rows another store adds to the same file meanwhile are not counted until the next start; with one writer
-/// per state directory (the daemon) that does not happen, and at worst the cap is passed by what it missed.
+/// Another connection to the same file (a second process) may add or delete rows unseen: when SQLite's
+/// `data_version` says another connection committed since the count was taken, a batch counts again.
 public final class SeenMessageStore: Sendable {
     /// Migration steps of namespace "seen". Append only.
     static let migrations = [
@@ -62,9 +62,15 @@ public final class SeenMessageStore: Sendable {
     public let syncsEveryCommit: Bool
     /// A batch was committed without a sync since the last `sync()`.
     private let unsynced = Atomic<Bool>(false)
-    /// Rows in `seen_messages` as this store knows them (see the type's docs); nil until the first batch
-    /// counts them. Held across each transaction that changes the table, so it follows the commits exactly.
-    private let knownRows = Mutex<Int64?>(nil)
+    /// Rows in `seen_messages` as this store knows them (see the type's docs), and the connection's
+    /// `data_version` when it last counted or changed them; nil until the first batch counts them. Held across
+    /// each transaction that changes the table, so it follows the commits exactly.
+    private let knownRows = Mutex<KnownRows?>(nil)
+
+    private struct KnownRows: Sendable {
+        var rows: Int64
+        var dataVersion: Int64
+    }
 
     /// - Parameter syncsEveryCommit: false: batches commit without an fsync (`PRAGMA synchronous=NORMAL`
     ///   for that commit), and the owner calls `sync()` every second or so. Ids then survive any restart of
@@ -109,14 +115,14 @@ public final class SeenMessageStore: Sendable {
         let synchronous = self.syncsEveryCommit ? self.database.synchronous : .normal
         // The count is taken as the batch commits: the lock is held across the transaction.
         let answers = try self.knownRows.withLock { knownRows in
-            let (answers, rows) = try self.database.transaction(synchronous: synchronous) { connection in
+            let (answers, known) = try self.database.transaction(synchronous: synchronous) { connection in
+                let rows = try Self.rows(knownRows, connection)
                 // The floor is read once per batch and kept up to date here as the batch raises it.
-                var state = State(rowCount: try knownRows ?? Self.countRows(connection),
-                                  floorMs: try Self.floorMs(connection))
+                var state = State(rowCount: rows.rows, floorMs: try Self.floorMs(connection))
                 let answers = try entries.map { try Self.insert($0, maxRows: maxRows, state: &state, connection) }
-                return (answers, state.rowCount)
+                return (answers, KnownRows(rows: state.rowCount, dataVersion: rows.dataVersion))
             }
-            knownRows = rows
+            knownRows = known
             return answers
         }
         if !self.syncsEveryCommit, answers.contains(true) { self.unsynced.store(true, ordering: .releasing) }
@@ -183,7 +189,8 @@ public final class SeenMessageStore: Sendable {
         var total = 0
         while true {
             let deleted = try self.knownRows.withLock { knownRows in
-                let deleted = try self.database.transaction { connection in
+                let (deleted, known) = try self.database.transaction { connection in
+                    let rows = try Self.rows(knownRows, connection)
                     try connection.execute(
                         """
                         DELETE FROM seen_messages WHERE (sender, message_id) IN
@@ -193,9 +200,9 @@ public final class SeenMessageStore: Sendable {
                     )
                     let deleted = connection.changes
                     try Self.raiseFloor(to: cutoff, connection)
-                    return deleted
+                    return (deleted, KnownRows(rows: rows.rows - Int64(deleted), dataVersion: rows.dataVersion))
                 }
-                knownRows = knownRows.map { $0 - Int64(deleted) }
+                knownRows = known
                 return deleted
             }
             total += deleted
@@ -226,6 +233,14 @@ public final class SeenMessageStore: Sendable {
 
     private static func countRows(_ connection: DatabaseConnection) throws -> Int64 {
         try connection.query("SELECT count(*) FROM seen_messages").first?.int64(0) ?? 0
+    }
+
+    /// The rows as known, or counted now if never counted or another connection has committed since
+    /// (`data_version`; this connection's own commits leave it as it is). Inside the caller's transaction.
+    private static func rows(_ known: KnownRows?, _ connection: DatabaseConnection) throws -> KnownRows {
+        let version = try connection.query("PRAGMA data_version").first?.int64(0) ?? 0
+        if let known, known.dataVersion == version { return known }
+        return KnownRows(rows: try Self.countRows(connection), dataVersion: version)
     }
 
     private static func raiseFloor(to floorMs: Int64, _ connection: DatabaseConnection) throws {

@@ -182,6 +182,30 @@ import Testing
         #expect(try seen.floorMs() == self.t0 + 10)
     }
 
+    /// Rows another connection adds or deletes (a second process on the file) are counted again before the
+    /// next batch: the cap holds, and nothing is evicted early.
+    @Test func anotherConnectionsChangesAreCounted() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        let seen = try SeenMessageStore(database: Database(path: path), maxRows: 3)
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0 + 1))
+        let other = try Database(path: path)
+        for i in 2...3 {
+            try other.execute("INSERT INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
+                              [.blob(self.bob.bytes), .blob(self.id(UInt8(i))), .integer(Int64(self.t0) + Int64(i))])
+        }
+        // Three rows now: the fourth evicts the oldest.
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(4), sentAtMs: self.t0 + 4))
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 2)
+        // Two deleted elsewhere: two more fit without an eviction.
+        try other.execute("DELETE FROM seen_messages WHERE sender = ?", [.blob(self.bob.bytes)])
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(5), sentAtMs: self.t0 + 5))
+        #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(6), sentAtMs: self.t0 + 6))
+        #expect(try seen.count() == 3)
+        #expect(try seen.floorMs() == self.t0 + 2)
+    }
+
     @Test func absurdTimestampsDoNotTrap() throws {
         let seen = try SeenMessageStore(database: Database(path: ":memory:"), maxRows: 1)
         #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: UInt64.max))
