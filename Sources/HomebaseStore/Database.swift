@@ -126,11 +126,11 @@ public final class Database: Sendable {
     }
 
     /// `transaction`, committed under `synchronous` rather than the connection's own setting. `.normal` spares
-    /// the commit its fsync: it survives a crash of the process, and becomes durable against power loss with the
-    /// next synced commit that writes a page (the WAL is synced as a whole), or the next checkpoint. The level is
-    /// left as it is afterwards: every other use of the connection sets its own level first (`locked`, and
-    /// `transaction`), so nothing else ever commits under the lesser one, and a run of such transactions (the
-    /// replay set's, one per inbound batch) costs no PRAGMA each.
+    /// the commit its fsync: it survives a crash of the process, and becomes durable against power loss with
+    /// `syncWAL`, the next synced commit that writes a page (the WAL is synced as a whole), or the next
+    /// checkpoint. The level is left as it is afterwards: every other use of the connection sets its own level
+    /// first (`locked`, and `transaction`), so nothing else ever commits under the lesser one, and a run of such
+    /// transactions (the replay set's, one per inbound batch) costs no PRAGMA each.
     public func transaction<T: Sendable>(
         synchronous: Synchronous, _ body: (DatabaseConnection) throws -> T
     ) throws -> T {
@@ -146,6 +146,23 @@ public final class Database: Sendable {
                 throw error
             }
         }
+    }
+
+    /// Makes every commit so far durable against power loss, without holding the connection: one fdatasync(2)
+    /// of the -wal file, where commits under `.normal` wait for their sync. Other threads go on using the
+    /// database meanwhile; a synced commit held the lock through its fsync, so anything arriving then (a
+    /// request on a Homebase with a slow disk) waited for the disk too. Commits a checkpoint already moved into
+    /// the main file were synced by it. Nothing to do for `:memory:`, or before anything was written.
+    public func syncWAL() throws {
+        guard self.path != ":memory:" else { return }
+        let wal = self.path + "-wal"
+        let fd = open(wal, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return }
+            throw StoreError.file(operation: "open", path: wal, errno: errno)
+        }
+        defer { close(fd) }
+        guard fdatasync(fd) == 0 else { throw StoreError.file(operation: "fdatasync", path: wal, errno: errno) }
     }
 
     /// Runs `body` on the connection under the lock, at the connection's own `synchronous` level.

@@ -43,11 +43,13 @@ public final class SeenMessageStore: Sendable {
         """,
         // `sync()`'s commit must write a page to be synced at all: SQLite skips rewriting a row with itself.
         "ALTER TABLE seen_state ADD COLUMN syncs INTEGER NOT NULL DEFAULT 0;",
-        // The count is kept in memory (see the type's docs), not by triggers on every insert and delete.
+        // The count is kept in memory (see the type's docs), not by triggers on every insert and delete; `sync()`
+        // syncs the WAL file itself, and no longer commits a counter.
         """
         DROP TRIGGER seen_messages_inserted;
         DROP TRIGGER seen_messages_deleted;
         ALTER TABLE seen_state DROP COLUMN row_count;
+        ALTER TABLE seen_state DROP COLUMN syncs;
         """,
     ]
 
@@ -132,16 +134,14 @@ public final class SeenMessageStore: Sendable {
     /// Ids were committed without a sync since the last `sync()`.
     public var hasUnsyncedIDs: Bool { self.unsynced.load(ordering: .acquiring) }
 
-    /// Makes the ids recorded since the last call durable against power loss: one synced commit (it counts
-    /// the syncs, so it writes a page), which syncs the WAL and so every unsynced commit before it. Nothing
-    /// when there are none. Returns whether it synced.
+    /// Makes the ids recorded since the last call durable against power loss: one fdatasync of the WAL
+    /// (`Database.syncWAL`), which holds every unsynced commit before it. It does not hold the database, so
+    /// batches go on meanwhile. Nothing when there are none. Returns whether it synced.
     @discardableResult
     public func sync() throws -> Bool {
         guard self.unsynced.exchange(false, ordering: .acquiringAndReleasing) else { return false }
         do {
-            try self.database.transaction(synchronous: .full) { connection in
-                try connection.execute("UPDATE seen_state SET syncs = syncs + 1 WHERE id = 0")
-            }
+            try self.database.syncWAL()
         } catch {
             self.unsynced.store(true, ordering: .releasing)
             throw error

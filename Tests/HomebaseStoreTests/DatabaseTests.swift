@@ -42,6 +42,25 @@ import Testing
         #expect(try row.double("i") == 7)
     }
 
+    /// `syncWAL` syncs the -wal file, with nothing to do in memory or before anything was written, and says
+    /// which file it could not sync.
+    @Test func syncWALSyncsTheWALFileOrSaysWhichFailed() throws {
+        try Database(path: ":memory:").syncWAL()
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        let db = try Database(path: path)
+        try db.syncWAL()
+        try db.execute("CREATE TABLE t(x)")
+        try db.execute("INSERT INTO t VALUES (1)")
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        try db.syncWAL()
+        // Unreadable (mode 0): the error names the file and the step. (Root reads it anyway: nothing to check.)
+        guard getuid() != 0 else { return }
+        #expect(chmod(path + "-wal", 0) == 0)
+        defer { _ = chmod(path + "-wal", 0o600) }
+        #expect(throws: StoreError.file(operation: "open", path: path + "-wal", errno: EACCES)) { try db.syncWAL() }
+    }
+
     @Test func badSQLIsAStoreErrorNotATrap() throws {
         let db = try Database(path: ":memory:")
         let error = try #require(throws: StoreError.self) { try db.execute("SELEKT 1") }

@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import HomebaseCore
 import Testing
 @testable import HomebaseStore
@@ -123,7 +125,8 @@ import Testing
     @Test func unsyncedCommitsAreWrittenAndSyncedOnDemand() throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("state.db")
-        let seen = try SeenMessageStore(database: Database(path: path), syncsEveryCommit: false)
+        let database = try Database(path: path)
+        let seen = try SeenMessageStore(database: database, syncsEveryCommit: false)
         #expect(!seen.hasUnsyncedIDs)
         #expect(try !seen.sync())
         #expect(try seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
@@ -132,16 +135,29 @@ import Testing
         let other = try Database(path: path)
         let restarted = try SeenMessageStore(database: other)
         #expect(try !restarted.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
-        // The sync is a commit that writes (SQLite would skip one that rewrites a row as it is, and sync
-        // nothing): another connection sees the database change.
+        // The sync is an fdatasync of the WAL, not a commit, and it does not wait for the database: another
+        // thread holding it (a batch in progress) does not hold the sync up.
         func dataVersion() throws -> Int64? { try other.query("PRAGMA data_version").first?.int64(0) }
         let before = try dataVersion()
-        #expect(try seen.sync())
-        #expect(try dataVersion() != before)
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        // Held for at most 2 s: a sync that waited for it would take that long, not hang.
+        Thread {
+            _ = try? database.withConnection { _ in
+                holding.signal()
+                _ = release.wait(timeout: .now() + 2)
+            }
+        }.start()
+        holding.wait()
+        let clock = ContinuousClock()
+        var synced = false
+        let took = clock.measure { synced = (try? seen.sync()) ?? false }
+        release.signal()
+        #expect(synced)
+        #expect(took < .seconds(1))
+        #expect(try dataVersion() == before)
         #expect(!seen.hasUnsyncedIDs)
-        let after = try dataVersion()
         #expect(try !seen.sync())
-        #expect(try dataVersion() == after)
         // A batch of replays only records nothing, so there is nothing to sync.
         #expect(try seen.insertIfNew([SeenMessageStore.Entry(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0)])
             == [false])
