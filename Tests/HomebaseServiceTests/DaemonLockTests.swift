@@ -54,7 +54,9 @@ import Glibc
             flock(probe, LOCK_UN)
         }
         released.start()
-        let daemon = try DaemonLock.acquire(path: path)
+        // Patience far past the probe's 60 ms, so a busy machine delaying the release cannot fail the test; the
+        // default (250 ms) is the same rule with less room.
+        let daemon = try DaemonLock.acquire(path: path, patience: .seconds(10))
         #expect(DaemonLock.isHeld(path: path))
         withExtendedLifetime(daemon) {}
         // With no patience, the same moment refuses.
