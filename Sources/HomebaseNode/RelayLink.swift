@@ -45,6 +45,15 @@ public final class RelayLink: Sendable {
         case stopped(reason: String)
     }
 
+    /// What `enqueue` did with a frame.
+    public enum Enqueued: Sendable, Equatable {
+        case queued
+        /// Not sent: no connection (or the link stopped).
+        case notConnected
+        /// Not sent: the backlog is full (`Options.maxBacklogBytes`); the relay takes bytes too slowly.
+        case backlogFull
+    }
+
     private struct Shared {
         var outbound: [[UInt8]] = []
         /// Bytes in `outbound`.
@@ -133,28 +142,30 @@ public final class RelayLink: Sendable {
         _ = self.finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
     }
 
-    /// Queues a frame; returns false when not connected, or when the backlog is full (`Options.maxBacklogBytes`):
-    /// the caller treats that as "not sent".
+    /// Queues a frame, unless not connected or the backlog is full (`Options.maxBacklogBytes`): the caller then
+    /// treats it as not sent.
     @discardableResult
-    public func enqueue(_ frame: RelayFrame) -> Bool {
+    public func enqueue(_ frame: RelayFrame) -> Enqueued {
         let encoded = frame.encoded()
         let maxBacklog = self.options.maxBacklogBytes
-        let ok = self.shared.withLock { s -> Bool? in
-            guard s.connected, !s.stopped else { return false }
+        let outcome = self.shared.withLock { s -> Enqueued in
+            guard s.connected, !s.stopped else { return .notConnected }
             let backlog = s.outboundBytes + s.socketBacklogBytes
             // A frame bigger than the cap still goes when nothing waits (the relay's own limit is the payload's).
-            guard backlog == 0 || backlog + encoded.count <= maxBacklog else { return nil }
+            guard backlog == 0 || backlog + encoded.count <= maxBacklog else { return .backlogFull }
             s.outbound.append(encoded)
             s.outboundBytes += encoded.count
-            return true
+            return .queued
         }
-        guard let ok else {
+        switch outcome {
+        case .queued: break
+        case .notConnected: return outcome
+        case .backlogFull:
             self.refusedFrames.add(1, ordering: .relaxed)
             // The I/O thread takes a fresh measure of the backlog on its next pass (repeats share one byte).
             self.writeWakeByte()
-            return false
+            return outcome
         }
-        guard ok else { return false }
         // The queuing thread writes the frames itself if it can (`writeOrWake`); inside a batch of work on it (the
         // HTTP loop's pass), once at the batch's end, for all the frames the batch queued. A wake-up of the I/O
         // thread (a pipe write, a poll, a pass, often a timer's worth of CPU on a VM) costs more than the write.
@@ -163,7 +174,7 @@ public final class RelayLink: Sendable {
         } else {
             self.writeOrWake()
         }
-        return true
+        return .queued
     }
 
     private func writeWakeByte() {

@@ -28,8 +28,8 @@ public final class RelayMessenger: PeerMessenger {
         var keys: [PublicKey: SymmetricKey] = [:]
         var drops: [String: Int] = [:]
         var maxPayload = RelayLimits().maxPayloadBytes
-        /// When a refused frame may next be logged (monotonic ms): one warning per episode, not one per frame.
-        var nextBacklogWarningMs: UInt64 = 0
+        /// Warnings of a full backlog: one per 10 s, not one per refused frame.
+        var backlogWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
     }
 
     /// - Parameters:
@@ -80,25 +80,27 @@ public final class RelayMessenger: PeerMessenger {
         evicted?(.notConnected)
         let frame = RelayFrame.send(sendID: sendID, recipient: peer, flags: store ? SendFlags.store : 0,
                                     payload: sealed[...])
-        if !(self.link?.enqueue(frame) ?? false) {
-            if let link = self.link, link.isConnected { self.warnBacklogFull(link) }
-            let cb = self.state.withLock { $0.receipts.complete(sendID) }
-            cb?(.notConnected)
+        guard let link = self.link else { return self.failSend(sendID) }
+        switch link.enqueue(frame) {
+        case .queued:
+            return
+        case .backlogFull:
+            let now = Posix.monotonicMs
+            if self.state.withLock({ $0.backlogWarnings.take(1, nowMs: now) }) {
+                self.logger.warning(
+                    "The relay takes frames more slowly than they come; frames are refused until it catches up",
+                    metadata: ["refused": "\(link.refusedFrames.load(ordering: .relaxed))"])
+            }
+            self.failSend(sendID)
+        case .notConnected:
+            self.failSend(sendID)
         }
     }
 
-    /// Connected, yet the frame was refused: the relay takes bytes more slowly than they come
-    /// (`RelayLink.Options.maxBacklogBytes`). At most one warning every 10 seconds.
-    private func warnBacklogFull(_ link: RelayLink) {
-        let now = Posix.monotonicMs
-        let due = self.state.withLock { s -> Bool in
-            guard now >= s.nextBacklogWarningMs else { return false }
-            s.nextBacklogWarningMs = now + 10_000
-            return true
-        }
-        guard due else { return }
-        self.logger.warning("The relay takes frames more slowly than they come; frames are refused until it catches up",
-                            metadata: ["refused": "\(link.refusedFrames.load(ordering: .relaxed))"])
+    /// A frame that did not go: its receipt callback, if any, hears `notConnected`.
+    private func failSend(_ sendID: UInt32) {
+        let cb = self.state.withLock { $0.receipts.complete(sendID) }
+        cb?(.notConnected)
     }
 
     /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer.

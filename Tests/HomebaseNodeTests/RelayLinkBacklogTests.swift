@@ -119,6 +119,7 @@ import Glibc
         let payload = [UInt8](repeating: 7, count: 10 * 1024)
         // Results as booleans: a failure must not print 10 KiB of payload.
         let taken = sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: payload[...]))
+            == .queued
         #expect(taken)
         let got = try receiver.waitDelivered(1)
         let intact = got.count == 1 && got[0] == payload
@@ -152,15 +153,12 @@ import Glibc
         let payload = [UInt8](repeating: 0x5A, count: 100 * 1024)
         var taken = 0
         var refused = false
-        for i in 0..<200 {
+        for i in 0..<200 where !refused {
             var frame = payload
             frame[0] = UInt8(truncatingIfNeeded: i)
-            if sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: frame[...])) {
-                taken += 1
-            } else {
-                refused = true
-                break
-            }
+            let outcome = sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: frame[...]))
+            #expect(outcome != .notConnected)
+            if outcome == .queued { taken += 1 } else { refused = true }
             usleep(1_000)  // room for the link to write what the socket takes
         }
         #expect(refused, "200 frames of 100 KiB taken with the relay paused")
@@ -183,6 +181,7 @@ import Glibc
         var again = false
         for _ in 0..<10 where !again {
             again = sender.enqueue(.send(sendID: 0, recipient: receiver.key.publicKey, flags: 0, payload: frame[...]))
+                == .queued
             if !again { usleep(10_000) }
         }
         #expect(again, "the next frame refused for 100 ms after the backlog drained")
