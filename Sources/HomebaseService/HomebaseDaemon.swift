@@ -140,8 +140,9 @@ public actor HomebaseDaemon {
         await self.inference.stopAll()
     }
 
-    /// Makes the replay ids recorded since the last sync durable (`seen`).
-    private func syncSeen() {
+    /// Makes the replay ids recorded since the last sync durable (`seen`); a failure is logged, and the ids
+    /// stay for the next sync. Every state poll, and once more by the owner after the messenger stopped.
+    func syncSeen() {
         do {
             try self.seen?.sync()
         } catch {

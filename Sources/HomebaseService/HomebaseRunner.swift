@@ -102,9 +102,7 @@ public final class HomebaseRunner: Sendable {
         }
         messenger.stop()
         // Ids the link recorded after the daemon's last sync (its loops end before the link does).
-        do { try seen.sync() } catch {
-            self.logger.warning("Cannot sync the seen-message ids", metadata: ["error": "\(error)"])
-        }
+        await daemon.syncSeen()
         try? self.state.setDaemonStatus(DaemonStatus(pid: 0, updatedAtMs: 0, relayURL: settings.relayURL,
                                                      relayConnected: false, runtime: monitor.current))
         self.logger.notice("Homebase stopped")
