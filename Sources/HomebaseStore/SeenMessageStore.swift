@@ -41,7 +41,8 @@ public final class SeenMessageStore: Sendable {
             UPDATE seen_state SET row_count = row_count - 1 WHERE id = 0;
         END;
         """,
-        // `sync()`'s commit must write a page to be synced at all: SQLite skips rewriting a row with itself.
+        // A counter `sync()` committed, when a synced commit was how it synced (SQLite skips rewriting a row with
+        // itself, so it had to write something). Dropped by the next step.
         "ALTER TABLE seen_state ADD COLUMN syncs INTEGER NOT NULL DEFAULT 0;",
         // The count is kept in memory (see the type's docs), not by triggers on every insert and delete; `sync()`
         // syncs the WAL file itself, and no longer commits a counter.

@@ -44,7 +44,8 @@ final class CurlMultiLoop: Sendable {
     private let loopThread = Atomic<UInt>(0)
     /// The loop thread posted work to itself during the pass: the next wait must not sleep.
     private let selfWakePending = Atomic<Bool>(false)
-    /// Wake-ups sent to the loop thread from other threads (each one a write and a read of its eventfd).
+    /// Wake-ups asked of the loop thread from other threads; those made while one is pending share its eventfd
+    /// write (`CurlSocketEvents.wakeWrites`).
     let wakeupsSent = Atomic<Int>(0)
     /// Passes of the loop so far (tests bound them: a paused transfer's socket must not keep it spinning).
     let passes = Atomic<Int>(0)
