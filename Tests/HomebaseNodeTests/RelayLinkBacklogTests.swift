@@ -1,7 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
-import HomebaseTransport
+@testable import HomebaseTransport
 import Synchronization
 import Testing
 @testable import HomebaseNode
@@ -24,28 +24,14 @@ import Glibc
         private let fds = Mutex<[Int32]>([])
 
         init(to target: UInt16) throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let address = try #require(try SocketAddress.resolve(host: "127.0.0.1", port: 0, passive: true).first)
+            let fd = socket(address.family, Int32(SOCK_STREAM.rawValue), 0)
             try #require(fd >= 0)
-            var one: Int32 = 1
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            _ = Posix.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
             // Small receive buffers for the accepted socket (inherited): the backlog piles up on the client's side.
-            var small: Int32 = 4096
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = 0
-            let bound = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            try #require(bound == 0 && listen(fd, 4) == 0)
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-            }
-            self.port = UInt16(bigEndian: addr.sin_port)
+            _ = Posix.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, 4096)
+            try #require(address.withSockAddr { bind(fd, $0, $1) } == 0 && listen(fd, 4) == 0)
+            self.port = try #require(SocketAddress.local(of: fd)).port
             self.listener = fd
             Thread { self.serve(target: target) }.start()
         }
@@ -62,16 +48,10 @@ import Glibc
         private func serve(target: UInt16) {
             let client = accept(self.listener, nil, nil)
             guard client >= 0 else { return }
-            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = target.bigEndian
-            let connected = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            guard let address = try? SocketAddress.resolve(host: "127.0.0.1", port: target, passive: false).first
+            else { return }
+            let server = socket(address.family, Int32(SOCK_STREAM.rawValue), 0)
+            let connected = address.withSockAddr { connect(server, $0, $1) }
             guard connected == 0 else { return }
             self.fds.withLock { $0 = [client, server] }
             Thread { self.pump(from: server, to: client, pausable: false) }.start()
@@ -85,9 +65,10 @@ import Glibc
                     usleep(1_000)
                     continue
                 }
-                var pfd = pollfd(fd: from, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 10) >= 0 else { return }
-                if pfd.revents == 0 { continue }
+                guard case .success(let revents) = Posix.poll(from, events: Int16(POLLIN),
+                                                              deadlineNs: Posix.monotonicNs + 10_000_000)
+                else { return }
+                if revents == 0 { continue }
                 let n = recv(from, &buffer, buffer.count, 0)
                 guard n > 0 else { shutdown(to, Int32(SHUT_WR)); return }
                 var sent = 0
