@@ -62,27 +62,45 @@ public struct HTTPChunkedStreamDecoder: Sendable {
                     self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i...]))
                     return false
                 }
+                if self.line.isEmpty {
+                    // The whole line is in this input (the common case: a runtime's chunk arrives whole): read it
+                    // where it lies, without copying it into `line`.
+                    var end = lf
+                    if end > i && input[end - 1] == 13 { end -= 1 }
+                    guard end - i <= self.maxLineBytes else { throw .malformed("chunk line too long") }
+                    try self.lineEnded(UnsafeRawBufferPointer(rebasing: input[i..<end]))
+                    i = lf + 1
+                    continue
+                }
                 self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
                 i = lf + 1
                 if self.line.last == 13 { self.line.removeLast() }
                 guard self.line.count <= self.maxLineBytes else { throw .malformed("chunk line too long") }
-                try self.lineEnded()
+                var failure: HTTPParseError?
+                do {
+                    let ended = self.line  // shares the storage: `lineEnded` mutates `self`
+                    ended.withUnsafeBytes { line in
+                        do throws(HTTPParseError) { try self.lineEnded(line) } catch { failure = error }
+                    }
+                }
+                if let failure { throw failure }
                 self.line.removeAll(keepingCapacity: true)
             }
         }
         return self.state == .done
     }
 
-    private mutating func lineEnded() throws(HTTPParseError) {
+    /// `line`: the line that ended, without its terminator.
+    private mutating func lineEnded(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
         switch self.state {
         case .size:
-            let size = try HTTPChunkedDecoder.chunkSize(self.line)
+            let size = try HTTPChunkedDecoder.chunkSize(line)
             self.state = size == 0 ? .trailers : .data(remaining: size)
         case .dataEnd:
-            guard self.line.isEmpty else { throw .malformed("missing CRLF after chunk data") }
+            guard line.isEmpty else { throw .malformed("missing CRLF after chunk data") }
             self.state = .size
         case .trailers:
-            if self.line.isEmpty { self.state = .done }
+            if line.isEmpty { self.state = .done }
         case .data, .done:
             break
         }

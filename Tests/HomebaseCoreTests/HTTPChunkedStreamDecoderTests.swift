@@ -68,7 +68,7 @@ import Testing
         #expect(throws: HTTPParseError.self) { try self.decode(Array(text.utf8).map { [$0] }) }
     }
 
-    @Test func longLinesAreRefusedEvenInPieces() {
+    @Test func longLinesAreRefusedEvenInPieces() throws {
         let long = Array(repeating: UInt8(ascii: "a"), count: 100)
         #expect(throws: HTTPParseError.malformed("chunk line too long")) {
             try self.decode([Array("1;".utf8) + long], maxLineBytes: 64)
@@ -76,9 +76,17 @@ import Testing
         #expect(throws: HTTPParseError.malformed("chunk line too long")) {
             try self.decode(([UInt8]("0\r\n".utf8) + long + [13, 10]).map { [$0] }, maxLineBytes: 64)
         }
-        // At the limit, with its CR in another piece: accepted.
+        // Whole lines read in place (their terminator in the same piece): the same limit, for sizes and trailers.
+        #expect(throws: HTTPParseError.malformed("chunk line too long")) {
+            try self.decode([Array("1;".utf8) + long + Array("\r\nx\r\n0\r\n\r\n".utf8)], maxLineBytes: 64)
+        }
+        #expect(throws: HTTPParseError.malformed("chunk line too long")) {
+            try self.decode([Array("0\r\n".utf8) + long + Array("\r\n\r\n".utf8)], maxLineBytes: 64)
+        }
+        // At the limit, with its CR in another piece, or all in one: accepted.
         let edge = [UInt8]("1;".utf8) + Array(repeating: UInt8(ascii: "e"), count: 62)
         #expect(throws: Never.self) { try self.decode([edge, [13], [10], Array("x\r\n0\r\n\r\n".utf8)], maxLineBytes: 64) }
+        #expect(try self.decode([edge + Array("\r\nx\r\n0\r\n\r\n".utf8)], maxLineBytes: 64) == (Array("x".utf8), true))
     }
 
     @Test func aHugeChunkSizeStreamsWithoutBuffering() throws {
