@@ -180,6 +180,9 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
         self.pacing = pacing
     }
 
+    // Specialized for the decoder every runtime read goes through: `PushedChatStream` is a generic class reached
+    // through a protocol, so without this each read ran the generic code (metadata lookups, value witnesses).
+    @_specialize(exported: false, where D == OpenAIStreamDecoder)
     mutating func read(_ piece: [UInt8]) -> Read {
         var read = Read()
         piece.withUnsafeBufferPointer { self.read($0, into: &read) }
@@ -301,6 +304,7 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
         self.phase = (200..<300).contains(head.status) ? .streaming : .errorBody(status: head.status, bytes: [])
     }
 
+    @_specialize(exported: false, where D == OpenAIStreamDecoder)  // see `ChatStreamAssembler.read`
     func body(_ bytes: [UInt8]) {
         switch self.phase {
         case .streaming:
