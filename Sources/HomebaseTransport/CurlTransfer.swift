@@ -36,7 +36,8 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var easy: UnsafeMutableRawPointer?
     /// Where `finish` leaves the easy handle for a later transfer (the loop's); nil: it is cleaned up.
     var handlePool: CurlHandlePool?
-    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The request's header list, set on its easy handle: kept until the handle is reset or cleaned up.
+    private var headerList: CurlHeaderList?
     /// libcurl writes its detailed message here (CURLOPT_ERRORBUFFER); must outlive the easy handle.
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private var status = 0
@@ -96,7 +97,7 @@ final class CurlTransfer: @unchecked Sendable {
         if let easy = self.easy {
             curl_easy_cleanup(easy)
         }
-        curl_slist_free_all(self.headerList)
+        self.headerList = nil  // after the handle that points at it
         self.errorBuffer.deallocate()
     }
 
@@ -196,32 +197,19 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func configureHeaders(_ easy: UnsafeMutableRawPointer) throws(HTTPClientError) {
-        var list: UnsafeMutablePointer<curl_slist>?
-        var sawExpect = false
-        for (name, value) in self.request.headers {
-            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }),
-                value.utf8.allSatisfy({ $0 != 0 && $0 != 10 && $0 != 13 })
-            else {
-                curl_slist_free_all(list)
-                throw .invalidRequest("bad header \(name.debugDescription)")
-            }
-            sawExpect = sawExpect || name.lowercased() == "expect"
-            // libcurl drops "Name:" (empty value) and sends "Name;" as an empty header.
-            let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
-            guard let appended = curl_slist_append(list, line) else {
-                curl_slist_free_all(list)
-                throw .transport(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append")
-            }
-            list = appended
-        }
-        if !sawExpect && self.request.body != nil {
-            // libcurl would send `Expect: 100-continue` for larger bodies and then stall up to a second for
-            // servers that never answer it; our servers read the body anyway.
-            list = curl_slist_append(list, "Expect:") ?? list
+        let withBody = self.request.body != nil
+        // Most requests repeat the last one's headers (a runtime's chat requests all carry the same two): the
+        // loop's pool keeps that list, so a request builds one only when its headers differ.
+        let list: CurlHeaderList
+        if let cached = self.handlePool?.headers, cached.matches(self.request.headers, withBody: withBody) {
+            list = cached
+        } else {
+            list = try CurlHeaderList(self.request.headers, withBody: withBody)
+            self.handlePool?.headers = list
         }
         self.headerList = list
-        if let list {
-            try self.check(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "HTTPHEADER")
+        if let slist = list.slist {
+            try self.check(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, slist), "HTTPHEADER")
         }
     }
 
@@ -443,8 +431,7 @@ final class CurlTransfer: @unchecked Sendable {
             self.easy = nil
             self.handlePool = nil  // the pool is the loop thread's: it must not outlive the loop in a transfer
         }
-        curl_slist_free_all(self.headerList)
-        self.headerList = nil
+        self.headerList = nil  // the handle was reset or cleaned up above
         let outcome: HTTPClientError?
         if self.cancelRequested.load(ordering: .relaxed) {
             outcome = .cancelled
@@ -579,6 +566,8 @@ private let curlHeaderCallback: ccurl_data_cb = { pointer, size, count, userdata
 /// last transfer: curl_easy_reset sets every option back to its default. Loop thread only.
 final class CurlHandlePool {
     private var idle: [UnsafeMutableRawPointer] = []
+    /// The last transfer's header list, for the next transfer with the same headers.
+    var headers: CurlHeaderList?
     /// Idle handles kept at most; more are cleaned up. The pool never holds more than were running at once.
     let capacity: Int
     /// Handles taken from the pool rather than made (tests count them).
@@ -607,5 +596,54 @@ final class CurlHandlePool {
         }
         curl_easy_reset(easy)
         self.idle.append(easy)
+    }
+}
+
+/// A request's headers as libcurl's list, freed with the last transfer that uses it. Immutable once made, so
+/// transfers may share one (`CurlHandlePool.headers`).
+final class CurlHeaderList: @unchecked Sendable {
+    let headers: [(String, String)]
+    let withBody: Bool
+    let slist: UnsafeMutablePointer<curl_slist>?
+
+    /// - Throws: `.invalidRequest` for a header libcurl would send other than as given (a name with a colon,
+    ///   space or control byte, a value with CR, LF or NUL).
+    init(_ headers: [(String, String)], withBody: Bool) throws(HTTPClientError) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        var sawExpect = false
+        for (name, value) in headers {
+            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }),
+                value.utf8.allSatisfy({ $0 != 0 && $0 != 10 && $0 != 13 })
+            else {
+                curl_slist_free_all(list)
+                throw .invalidRequest("bad header \(name.debugDescription)")
+            }
+            sawExpect = sawExpect || name.lowercased() == "expect"
+            // libcurl drops "Name:" (empty value) and sends "Name;" as an empty header.
+            let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                throw .transport(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append")
+            }
+            list = appended
+        }
+        if !sawExpect && withBody {
+            // libcurl would send `Expect: 100-continue` for larger bodies and then stall up to a second for
+            // servers that never answer it; our servers read the body anyway.
+            list = curl_slist_append(list, "Expect:") ?? list
+        }
+        self.headers = headers
+        self.withBody = withBody
+        self.slist = list
+    }
+
+    deinit {
+        curl_slist_free_all(self.slist)
+    }
+
+    /// Whether this list is what `headers` (and a body, or none) would make.
+    func matches(_ headers: [(String, String)], withBody: Bool) -> Bool {
+        withBody == self.withBody && headers.count == self.headers.count
+            && zip(headers, self.headers).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 }

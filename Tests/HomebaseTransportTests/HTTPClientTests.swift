@@ -288,6 +288,27 @@ struct HTTPClientTests {
         #expect(response.head.header("content-type") == "application/json")
     }
 
+    /// The loop keeps the last header list for requests with the same headers: a request whose headers differ
+    /// (or that is refused) never sends another's.
+    @Test func eachRequestSendsItsOwnHeadersWhenTheLastListIsKept() async throws {
+        let server = try await HTTPClientTestServer.start()
+        let client = HTTPClient()
+        func echo(_ value: String, extra: [(String, String)] = []) async throws -> String? {
+            let response = try await client.send(
+                HTTPRequest(method: "POST", url: server.url("/echo"), headers: [("X-Test", value)] + extra, body: [1]))
+            return response.head.header("x-echo-header")
+        }
+        #expect(try await echo("one") == "one")
+        #expect(try await echo("one") == "one")
+        #expect(try await echo("two") == "two")
+        #expect(try await echo("one") == "one")
+        await #expect(throws: HTTPClientError.invalidRequest("bad header \"X-Evil\"")) {
+            try await echo("one", extra: [("X-Evil", "a\r\nb")])
+        }
+        #expect(try await echo("one", extra: [("X-Other", "x")]) == "one")
+        #expect(try await echo("three") == "three")
+    }
+
     @Test func serverErrorIsAResponseWithItsBody() async throws {
         let server = try await HTTPClientTestServer.start()
         let response = try await HTTPClient().send(HTTPRequest(url: server.url("/error")))
