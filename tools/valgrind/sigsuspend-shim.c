@@ -1,6 +1,7 @@
-/* Preloaded into a process run under valgrind (tools/bench-instructions). libdispatch parks the main thread in
- * sigsuspend(2) with a signal mask in read-only memory; valgrind 3.19 writes to the mask it is given and dies
- * with SIGSEGV. This passes the kernel a copy on the stack instead. Nothing else changes. */
+/* Preloaded into the Homebase when tools/bench-instructions runs it under valgrind. libdispatch parks the main
+ * thread in sigsuspend(2); under valgrind 3.19 that call dies with SIGSEGV (an access fault at an address in
+ * libdispatch's read-only data, where its signal mask lies). Passing the kernel a copy of the mask on the stack
+ * avoids it; the call is otherwise the same. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <sys/syscall.h>
