@@ -76,14 +76,7 @@ public struct HTTPChunkedStreamDecoder: Sendable {
                 i = lf + 1
                 if self.line.last == 13 { self.line.removeLast() }
                 guard self.line.count <= self.maxLineBytes else { throw .malformed("chunk line too long") }
-                var failure: HTTPParseError?
-                do {
-                    let ended = self.line  // shares the storage: `lineEnded` mutates `self`
-                    ended.withUnsafeBytes { line in
-                        do throws(HTTPParseError) { try self.lineEnded(line) } catch { failure = error }
-                    }
-                }
-                if let failure { throw failure }
+                try self.lineEnded(self.line)
                 self.line.removeAll(keepingCapacity: true)
             }
         }
@@ -91,7 +84,7 @@ public struct HTTPChunkedStreamDecoder: Sendable {
     }
 
     /// `line`: the line that ended, without its terminator.
-    private mutating func lineEnded(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
+    private mutating func lineEnded(_ line: some Collection<UInt8>) throws(HTTPParseError) {
         switch self.state {
         case .size:
             let size = try HTTPChunkedDecoder.chunkSize(line)
