@@ -17,9 +17,31 @@ import Synchronization
 /// of its chunks (the requester is gone): its stream is stopped, which aborts the HTTP request, and its
 /// slot goes to the next queued request. Per request the server holds at most the coalescer's pending text.
 public actor InferenceServer {
+    /// A job's identity. Its hash is taken once, when it is made: a request's key is looked up about a dozen
+    /// times (jobs, the at-most-once set, its sends and its end), and each full hash of a 32-byte key and a
+    /// 36-byte id cost more than the lookup. The value still comes from `Hasher` (seeded per process), so ids
+    /// a requester chooses cannot be aimed at one bucket.
     struct Key: Hashable {
-        var sender: PublicKey
-        var id: String
+        let sender: PublicKey
+        let id: String
+        private let hashed: Int
+
+        init(sender: PublicKey, id: String) {
+            self.sender = sender
+            self.id = id
+            var hasher = Hasher()
+            hasher.combine(sender)
+            hasher.combine(id)
+            self.hashed = hasher.finalize()
+        }
+
+        static func == (a: Key, b: Key) -> Bool {
+            a.hashed == b.hashed && a.sender == b.sender && a.id == b.id
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(self.hashed)
+        }
     }
 
     private struct Job {
