@@ -182,11 +182,21 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
 
     // Specialized for the decoder every runtime read goes through: `PushedChatStream` is a generic class reached
     // through a protocol, so without this each read ran the generic code (metadata lookups, value witnesses).
-    @_specialize(exported: false, where D == OpenAIStreamDecoder)
     mutating func read(_ piece: [UInt8]) -> Read {
         var read = Read()
+        self.read(piece, into: &read)
+        return read
+    }
+
+    /// `read(_:)` into `read`, whose last outcome is cleared first: a caller reading many pieces keeps one
+    /// `Read`, and its events array's capacity, instead of growing a new array per read.
+    @_specialize(exported: false, where D == OpenAIStreamDecoder)
+    mutating func read(_ piece: [UInt8], into read: inout Read) {
+        read.events.removeAll(keepingCapacity: true)
+        read.failure = nil
+        read.isComplete = false
         piece.withUnsafeBufferPointer { self.read($0, into: &read) }
-        if read.failure != nil { return read }
+        if read.failure != nil { return }
         if !self.pacingStarted, let pacing = self.pacing,
             read.events.contains(where: { if case .text = $0 { true } else { false } })
         {
@@ -199,7 +209,6 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
             self.pacing?.finish()
             read.isComplete = true
         }
-        return read
     }
 
     /// The events of one read, and its failure. Most of a model's stream is events of one `data:` line, which
@@ -266,6 +275,9 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
     private let sink: any ChatEventSink
     private var phase = Phase.awaitingHead
     private var assembler: ChatStreamAssembler<D>
+    /// The last read, whose events array takes the next read's events: one allocation per answer, where a
+    /// fresh array per read grew a few times each (a paced read brings a dozen tokens).
+    private var lastRead = ChatStreamAssembler<D>.Read()
     /// The transfer once `push` has it, and whether to let it go as soon as it does.
     private let transfer = Mutex<(handle: HTTPStreamHandle?, release: Bool)>((nil, false))
 
@@ -308,7 +320,10 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
     func body(_ bytes: [UInt8]) {
         switch self.phase {
         case .streaming:
-            let read = self.assembler.read(bytes)
+            // Unique here unless a sink kept the last events (then this read's events take new storage).
+            if self.lastRead.events.capacity == 0 { self.lastRead.events.reserveCapacity(16) }
+            self.assembler.read(bytes, into: &self.lastRead)
+            let read = self.lastRead
             if !read.events.isEmpty { self.sink.events(read.events) }
             if let failure = read.failure {
                 self.finish(failure)
