@@ -74,11 +74,19 @@ public struct ByteWriter: Sendable {
     public mutating func write(_ value: UInt32) { self.writeInteger(value) }
     public mutating func write(_ value: UInt64) { self.writeInteger(value) }
     public mutating func write<C: Collection>(_ bytes: C) where C.Element == UInt8 { self.bytes.append(contentsOf: bytes) }
+    /// Lets `body` append to the bytes (a layout written once for `[UInt8]`).
+    public mutating func append(_ body: (inout [UInt8]) -> Void) { body(&self.bytes) }
 
     private mutating func writeInteger<T: FixedWidthInteger & UnsignedInteger>(_ value: T) {
-        let size = MemoryLayout<T>.size
-        for i in (0..<size).reversed() {
-            self.bytes.append(UInt8(truncatingIfNeeded: value >> (i * 8)))
+        self.bytes.appendBigEndian(value)
+    }
+}
+
+extension [UInt8] {
+    /// Appends `value`'s bytes, most significant first (network order), as `ByteWriter` writes integers.
+    mutating func appendBigEndian<T: FixedWidthInteger & UnsignedInteger>(_ value: T) {
+        for i in (0..<MemoryLayout<T>.size).reversed() {
+            self.append(UInt8(truncatingIfNeeded: value >> (i * 8)))
         }
     }
 }

@@ -42,27 +42,46 @@ public struct EnvelopeHeader: Equatable, Sendable {
 
     /// The 90 bytes of additional data.
     public var additionalData: [UInt8] {
-        var w = ByteWriter(capacity: Self.adByteCount)
-        self.writeAD(into: &w)
-        return w.bytes
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.adByteCount)
+        Self.appendAD(version: self.version, channel: self.channel, sender: self.sender, recipient: self.recipient,
+                      messageID: self.messageID, sentAtMs: self.sentAtMs, to: &out)
+        return out
     }
 
     /// The 114 header bytes (additional data, then the nonce), in an array with room for `extra` more bytes (a
     /// sealer appends the ciphertext without growing it).
     public func encoded(reservingCapacity extra: Int = 0) -> [UInt8] {
-        var w = ByteWriter(capacity: Self.byteCount + max(0, extra))
-        self.writeAD(into: &w)
-        w.write(self.nonce)
-        return w.bytes
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.byteCount + max(0, extra))
+        Self.append(version: self.version, channel: self.channel, sender: self.sender, recipient: self.recipient,
+                    messageID: self.messageID, sentAtMs: self.sentAtMs, nonce: self.nonce, to: &out)
+        return out
     }
 
-    private func writeAD(into w: inout ByteWriter) {
-        w.write(self.version)
-        w.write(self.channel.rawValue)
-        w.write(self.sender.bytes)
-        w.write(self.recipient.bytes)
-        w.write(self.messageID)
-        w.write(self.sentAtMs)
+    /// Appends the 114 header bytes of these fields to `out`: the one place the layout is written, for a sender
+    /// that builds a whole frame in one buffer without making the header's arrays.
+    public static func append(
+        version: UInt8 = EnvelopeHeader.version, channel: Channel, sender: PublicKey, recipient: PublicKey,
+        messageID: some Collection<UInt8>, sentAtMs: UInt64, nonce: some Collection<UInt8>, to out: inout [UInt8]
+    ) {
+        precondition(nonce.count == Self.nonceByteCount, "nonce is 24 bytes")
+        Self.appendAD(version: version, channel: channel, sender: sender, recipient: recipient, messageID: messageID,
+                      sentAtMs: sentAtMs, to: &out)
+        out.append(contentsOf: nonce)
+    }
+
+    private static func appendAD(
+        version: UInt8, channel: Channel, sender: PublicKey, recipient: PublicKey, messageID: some Collection<UInt8>,
+        sentAtMs: UInt64, to out: inout [UInt8]
+    ) {
+        precondition(messageID.count == Self.messageIDByteCount, "message_id is 16 bytes")
+        out.append(version)
+        out.append(channel.rawValue)
+        out.append(contentsOf: sender.bytes)
+        out.append(contentsOf: recipient.bytes)
+        out.append(contentsOf: messageID)
+        out.appendBigEndian(sentAtMs)
     }
 
     /// The message id in hex, the key receivers de-duplicate on.

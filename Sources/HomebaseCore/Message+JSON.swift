@@ -209,13 +209,15 @@ extension Message {
             do { return Array(try encoder.encode(value)) } catch { preconditionFailure("JSON encoding failed: \(error)") }
         }
         switch self {
+        case .inferAccept, .inferChunk, .inferDone:
+            var out: [UInt8] = []
+            out.reserveCapacity(self.jsonCapacityHint)
+            self.appendJSON(to: &out)
+            return out
         case .inferRequest(let r):
             return enc(InferRequestWire(
                 type: self.type, id: r.id, model: r.model, messages: r.messages, options: r.options,
                 conversation: r.conversation, tools: nil))
-        case .inferAccept(let a): return Self.acceptJSON(a)
-        case .inferChunk(let c): return Self.chunkJSON(c)
-        case .inferDone(let d): return Self.doneJSON(d)
         case .inferError(let e): return enc(Typed(type: self.type, body: e))
         case .inferCancel(let id): return enc(IDWire(type: self.type, id: id))
         case .advert(let b), .roster(let b), .contactGrant(let b): return enc(SignedWire(type: self.type, blob: b))
@@ -231,38 +233,48 @@ extension Message {
         }
     }
 
-    /// `infer.chunk`, one per coalesced piece of a stream, written directly: byte for byte what the
-    /// `JSONEncoder` above writes (sorted keys, no slash escaping), at a fraction of the cost.
-    static func chunkJSON(_ chunk: InferChunk) -> [UInt8] {
-        var w = JSONObjectWriter(capacity: 48 + chunk.id.utf8.count + chunk.text.utf8.count)
-        w.string("id", chunk.id)
-        w.int("seq", chunk.seq)
-        w.string("text", chunk.text)
-        w.string("type", MessageType.inferChunk)
-        return w.finished()
+    /// `jsonBytes()` appended to `out`, for a sender that builds a whole frame in one buffer. The streamed
+    /// messages (accept, chunk, done) are written straight into it by hand, in the encoder's sorted key order.
+    public func appendJSON(to out: inout [UInt8]) {
+        switch self {
+        case .inferAccept(let accept):
+            JSONObjectWriter.write(appendingTo: &out) { w in
+                w.string("id", accept.id)
+                w.string("model", accept.model)
+                w.string("type", MessageType.inferAccept)
+            }
+        case .inferChunk(let chunk):
+            JSONObjectWriter.write(appendingTo: &out) { w in
+                w.string("id", chunk.id)
+                w.int("seq", chunk.seq)
+                w.string("text", chunk.text)
+                w.string("type", MessageType.inferChunk)
+            }
+        case .inferDone(let done):
+            JSONObjectWriter.write(appendingTo: &out) { w in
+                w.int("chunks", done.chunks)
+                w.string("finish_reason", done.finishReason)
+                w.string("id", done.id)
+                w.string("type", MessageType.inferDone)
+                w.object("usage") { u in
+                    u.int("completion_tokens", done.usage.completionTokens)
+                    u.int("prompt_tokens", done.usage.promptTokens)
+                }
+            }
+        default:
+            out += self.jsonBytes()
+        }
     }
 
-    /// `infer.accept` (one per request), written directly like `chunkJSON`.
-    static func acceptJSON(_ accept: InferAccept) -> [UInt8] {
-        var w = JSONObjectWriter(capacity: 48 + accept.id.utf8.count + accept.model.utf8.count)
-        w.string("id", accept.id)
-        w.string("model", accept.model)
-        w.string("type", MessageType.inferAccept)
-        return w.finished()
-    }
-
-    /// `infer.done` (one per request), written directly like `chunkJSON`.
-    static func doneJSON(_ done: InferDone) -> [UInt8] {
-        var w = JSONObjectWriter(capacity: 128 + done.id.utf8.count + done.finishReason.utf8.count)
-        w.int("chunks", done.chunks)
-        w.string("finish_reason", done.finishReason)
-        w.string("id", done.id)
-        w.string("type", MessageType.inferDone)
-        var usage = JSONObjectWriter(capacity: 64)
-        usage.int("completion_tokens", done.usage.completionTokens)
-        usage.int("prompt_tokens", done.usage.promptTokens)
-        w.raw("usage", usage.finished())
-        return w.finished()
+    /// About how many bytes `jsonBytes()` takes, for reserving a buffer: exact for the streamed messages unless
+    /// their strings need escapes, a guess for the others.
+    public var jsonCapacityHint: Int {
+        switch self {
+        case .inferAccept(let a): 48 + a.id.utf8.count + a.model.utf8.count
+        case .inferChunk(let c): 48 + c.id.utf8.count + c.text.utf8.count
+        case .inferDone(let d): 128 + d.id.utf8.count + d.finishReason.utf8.count
+        default: 256
+        }
     }
 
     /// The padded plaintext a sender seals.
@@ -377,9 +389,24 @@ private struct InferRequestWire: Codable {
 /// A JSON object written member by member, in the order given (callers give keys sorted, as JSONEncoder's
 /// `.sortedKeys` writes them); keys are static and need no escaping, strings go through `JSONStringWriter`.
 struct JSONObjectWriter {
-    private var bytes: [UInt8] = []
+    private var bytes: [UInt8]
+    /// Where the object starts in `bytes` (after whatever the buffer held before).
+    private let start: Int
 
-    init(capacity: Int) { self.bytes.reserveCapacity(capacity) }
+    private init(bytes: [UInt8], start: Int) {
+        self.bytes = bytes
+        self.start = start
+    }
+
+    /// Writes one object, its members from `body`, at the end of `out`. The buffer moves into the writer and
+    /// back, so appending never copies it.
+    static func write(appendingTo out: inout [UInt8], _ body: (inout JSONObjectWriter) -> Void) {
+        var w = JSONObjectWriter(bytes: [], start: out.count)
+        swap(&w.bytes, &out)
+        body(&w)
+        w.close()
+        swap(&w.bytes, &out)
+    }
 
     mutating func string(_ key: StaticString, _ value: String) {
         self.key(key)
@@ -391,22 +418,20 @@ struct JSONObjectWriter {
         self.bytes.append(contentsOf: String(value).utf8)
     }
 
-    /// A member whose value is already JSON text (a nested object's `finished()`).
-    mutating func raw(_ key: StaticString, _ json: [UInt8]) {
+    /// A member whose value is an object, its members from `body`.
+    mutating func object(_ key: StaticString, _ body: (inout JSONObjectWriter) -> Void) {
         self.key(key)
-        self.bytes.append(contentsOf: json)
+        Self.write(appendingTo: &self.bytes, body)
     }
 
-    /// The object's text, closed.
-    consuming func finished() -> [UInt8] {
-        if self.bytes.isEmpty { self.bytes.append(UInt8(ascii: "{")) }
+    private mutating func close() {
+        if self.bytes.count == self.start { self.bytes.append(UInt8(ascii: "{")) }
         self.bytes.append(UInt8(ascii: "}"))
-        return self.bytes
     }
 
     /// `{"key":` for the first member, `,"key":` for the others.
     private mutating func key(_ key: StaticString) {
-        self.bytes.append(self.bytes.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        self.bytes.append(self.bytes.count == self.start ? UInt8(ascii: "{") : UInt8(ascii: ","))
         self.bytes.append(UInt8(ascii: "\""))
         self.bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
         self.bytes.append(UInt8(ascii: "\""))

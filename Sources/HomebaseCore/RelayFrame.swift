@@ -122,6 +122,28 @@ extension RelayFrame {
     /// Bytes of the fixed part of a DELIVER frame before the payload (type, sender, delivery_id).
     public static let deliverHeaderByteCount = 1 + 32 + 8
 
+    /// Appends a SEND frame's fixed part to `out`, for a sender that appends the payload after it in the same
+    /// buffer (`encode` writes `.send` through this).
+    public static func appendSendHead(sendID: UInt32, recipient: PublicKey, flags: UInt8, to out: inout [UInt8]) {
+        out.append(RelayFrameType.send.rawValue)
+        Self.appendSendFields(sendID: sendID, recipient: recipient, flags: flags, to: &out)
+    }
+
+    /// SEND's fixed fields after the type byte.
+    private static func appendSendFields(sendID: UInt32, recipient: PublicKey, flags: UInt8, to out: inout [UInt8]) {
+        out.appendBigEndian(sendID)
+        out.append(contentsOf: recipient.bytes)
+        out.append(flags)
+    }
+
+    /// Sets the send_id of the encoded SEND frame at the start of `frame` (made with `appendSendHead`), for a
+    /// sender that learns the id once the payload is made.
+    public static func setSendID(_ sendID: UInt32, inEncodedSend frame: inout [UInt8]) {
+        precondition(frame.count >= Self.sendHeaderByteCount && frame[0] == RelayFrameType.send.rawValue,
+                     "not an encoded SEND frame")
+        for i in 0..<4 { frame[1 + i] = UInt8(truncatingIfNeeded: sendID >> ((3 - i) * 8)) }
+    }
+
     /// Decodes one frame. Payload-carrying cases keep a slice of `bytes` (no copy).
     public init(decoding bytes: ArraySlice<UInt8>) throws(RelayFrameError) {
         var r = ByteReader(bytes)
@@ -193,9 +215,7 @@ extension RelayFrame {
             w.write(stored)
             w.write(max)
         case .send(let sendID, let recipient, let flags, let payload):
-            w.write(sendID)
-            w.write(recipient.bytes)
-            w.write(flags)
+            w.append { Self.appendSendFields(sendID: sendID, recipient: recipient, flags: flags, to: &$0) }
             w.write(payload)
         case .deliver(let sender, let id, let payload):
             w.write(sender.bytes)

@@ -40,12 +40,14 @@ public enum AEAD {
     /// bytes, the 24-byte nonce, then the message up to the last 16 bytes): the message is replaced by its
     /// ciphertext and the tag space by the tag, which together are `seal`'s output for that message, additional
     /// data and nonce.
-    static func sealInPlace(_ out: inout [UInt8], adCount: Int, key: SymmetricKey) {
-        let messageCount = out.count - adCount - Self.nonceByteCount - Self.tagByteCount
-        precondition(adCount >= 0 && messageCount >= 0, "sealInPlace: shorter than additional data, nonce and tag")
+    /// With `start`, the layout begins there and the bytes before it are left alone (a frame's head).
+    static func sealInPlace(_ out: inout [UInt8], from start: Int = 0, adCount: Int, key: SymmetricKey) {
+        let messageCount = out.count - start - adCount - Self.nonceByteCount - Self.tagByteCount
+        precondition(start >= 0 && adCount >= 0 && messageCount >= 0,
+                     "sealInPlace: shorter than additional data, nonce and tag")
         Sodium.ensureInitialized()
         let rc = out.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
+            let base = buffer.baseAddress! + start
             let message = base + adCount + Self.nonceByteCount
             return key.withUnsafeBytes { k in
                 // libsodium encrypts in place when c == m; the additional data and nonce are only read.

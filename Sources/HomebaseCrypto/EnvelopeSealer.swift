@@ -18,18 +18,37 @@ public enum EnvelopeSealer {
     }
 
     /// The encoded envelope of `plaintext` padded (`EnvelopePadding.pad`) and sealed under `key`: the bytes of
-    /// `seal(header:plaintext:key:).encoded()` for the padded plaintext, made in one buffer (header, then the
-    /// plaintext padded and encrypted in place, then the tag) where that path copies the plaintext four times.
-    /// Every message a device sends is sealed here.
+    /// `seal(header:plaintext:key:).encoded()` for the padded plaintext, made in one buffer
+    /// (`seal(...appendingTo:plaintext:)`).
     public static func sealEncoded(header: EnvelopeHeader, unpaddedPlaintext plaintext: [UInt8],
                                    key: SymmetricKey) -> [UInt8] {
-        let padded = EnvelopePadding.paddedCount(plaintext.count)
-        let tag = EnvelopeHeader.tagByteCount
-        var out = header.encoded(reservingCapacity: padded + tag)
-        out.append(contentsOf: plaintext)
-        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padded - plaintext.count + tag))
-        AEAD.sealInPlace(&out, adCount: EnvelopeHeader.adByteCount, key: key)
+        var out: [UInt8] = []
+        out.reserveCapacity(EnvelopeHeader.byteCount + EnvelopePadding.paddedCount(plaintext.count)
+                            + EnvelopeHeader.tagByteCount)
+        Self.seal(version: header.version, channel: header.channel, sender: header.sender, recipient: header.recipient,
+                  messageID: header.messageID, sentAtMs: header.sentAtMs, nonce: header.nonce, key: key,
+                  appendingTo: &out) { $0 += plaintext }
         return out
+    }
+
+    /// Appends to `out` the encoded envelope of these header fields and the plaintext `writePlaintext` appends,
+    /// padded and sealed under `key`: header, then the plaintext padded and encrypted in place, then the tag,
+    /// with no array of its own for any part. What `out` held before is left as it was (a SEND frame's head),
+    /// so a device's frames are made in one buffer each. Every message a device sends is sealed here.
+    public static func seal(
+        version: UInt8 = EnvelopeHeader.version, channel: Channel, sender: PublicKey, recipient: PublicKey,
+        messageID: some Collection<UInt8>, sentAtMs: UInt64, nonce: some Collection<UInt8>, key: SymmetricKey,
+        appendingTo out: inout [UInt8], plaintext writePlaintext: (inout [UInt8]) -> Void
+    ) {
+        let start = out.count
+        EnvelopeHeader.append(version: version, channel: channel, sender: sender, recipient: recipient,
+                              messageID: messageID, sentAtMs: sentAtMs, nonce: nonce, to: &out)
+        let plaintextStart = out.count
+        writePlaintext(&out)
+        let count = out.count - plaintextStart
+        let padding = EnvelopePadding.paddedCount(count) - count
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padding + EnvelopeHeader.tagByteCount))
+        AEAD.sealInPlace(&out, from: start, adCount: EnvelopeHeader.adByteCount, key: key)
     }
 
     /// Authenticates the header and decrypts the ciphertext.

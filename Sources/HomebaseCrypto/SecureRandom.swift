@@ -24,8 +24,19 @@ public enum SecureRandom {
     /// and unpredictable, as nonces need; the bytes only sat in this process's memory for a while. Keys and
     /// seeds use `bytes`.
     public static func publicBytes(_ count: Int) -> [UInt8] {
-        precondition(count >= 0 && count <= Self.poolBytes, "publicBytes takes 0...\(Self.poolBytes) bytes")
-        return Self.pool.withLock { pool in
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            Self.fillPublic(buffer)
+            initialized = count
+        }
+    }
+
+    /// Fills `buffer` as `publicBytes(buffer.count)` would, for a caller with storage of its own (a stack buffer
+    /// for one message's id and nonce).
+    public static func fillPublic(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
+        let count = buffer.count
+        precondition(count <= Self.poolBytes, "publicBytes takes 0...\(Self.poolBytes) bytes")
+        guard count > 0 else { return }
+        Self.pool.withLock { pool in
             if pool.used + count > pool.bytes.count {
                 Sodium.ensureInitialized()
                 // libsodium's randombytes_buf asks getrandom(2) for at most 256 bytes a call (sixteen calls per
@@ -43,7 +54,9 @@ public enum SecureRandom {
                 for i in pool.used..<(pool.used + count) { pool.bytes[i] = 0 }
                 pool.used += count
             }
-            return Array(pool.bytes[pool.used..<(pool.used + count)])
+            pool.bytes.withUnsafeBufferPointer { bytes in
+                _ = buffer.initialize(from: bytes[pool.used..<(pool.used + count)])
+            }
         }
     }
 

@@ -146,7 +146,12 @@ public final class RelayLink: Sendable {
     /// treats it as not sent.
     @discardableResult
     public func enqueue(_ frame: RelayFrame) -> Enqueued {
-        let encoded = frame.encoded()
+        self.enqueue(encoded: frame.encoded())
+    }
+
+    /// `enqueue` of a frame already encoded (`RelayFrame.encoded()`'s bytes), for a sender that builds it in place.
+    @discardableResult
+    public func enqueue(encoded: [UInt8]) -> Enqueued {
         let maxBacklog = self.options.maxBacklogBytes
         let outcome = self.shared.withLock { s -> Enqueued in
             guard s.connected, !s.stopped else { return .notConnected }

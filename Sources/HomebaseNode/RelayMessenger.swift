@@ -69,7 +69,11 @@ public final class RelayMessenger: PeerMessenger {
 
     public func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
                      onReceipt: (@Sendable (SendOutcome) -> Void)?) {
-        guard let sealed = self.seal(message, to: peer, channel: channel) else {
+        // The SEND frame is built in one buffer: its fixed part, then the envelope sealed after it. Its send_id
+        // is known only once the frame is sure to go, so it is set then.
+        guard var frame = self.seal(message, to: peer, channel: channel, after: RelayFrame.sendHeaderByteCount, {
+            RelayFrame.appendSendHead(sendID: 0, recipient: peer, flags: store ? SendFlags.store : 0, to: &$0)
+        }) else {
             onReceipt?(.receipt(.payloadTooLarge))
             return
         }
@@ -78,10 +82,9 @@ public final class RelayMessenger: PeerMessenger {
             return s.receipts.register(onReceipt)
         }
         evicted?(.notConnected)
-        let frame = RelayFrame.send(sendID: sendID, recipient: peer, flags: store ? SendFlags.store : 0,
-                                    payload: sealed[...])
+        RelayFrame.setSendID(sendID, inEncodedSend: &frame)
         guard let link = self.link else { return self.failSend(sendID) }
-        switch link.enqueue(frame) {
+        switch link.enqueue(encoded: frame) {
         case .queued:
             return
         case .backlogFull:
@@ -103,17 +106,35 @@ public final class RelayMessenger: PeerMessenger {
         cb?(.notConnected)
     }
 
-    /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer.
+    /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer. Nil when there
+    /// is no key for `peer` or the envelope is larger than the relay takes.
     func seal(_ message: Message, to peer: PublicKey, channel: Channel) -> [UInt8]? {
+        self.seal(message, to: peer, channel: channel, after: 0, { _ in })
+    }
+
+    /// `seal(_:to:channel:)`'s envelope appended after the `headCount` bytes `writeHead` writes, in a buffer
+    /// sized for the whole; the relay's payload limit applies to the envelope.
+    private func seal(_ message: Message, to peer: PublicKey, channel: Channel, after headCount: Int,
+                      _ writeHead: (inout [UInt8]) -> Void) -> [UInt8]? {
         guard let key = self.e2eKey(for: peer) else { return nil }
-        // Both from the pool of public random bytes: no getrandom(2) per message.
-        let random = SecureRandom.publicBytes(16 + 24)
-        let header = EnvelopeHeader(channel: channel, sender: self.publicKey, recipient: peer,
-                                    messageID: Array(random[..<16]), sentAtMs: self.wallClock(),
-                                    nonce: Array(random[16...]))
-        let bytes = EnvelopeSealer.sealEncoded(header: header, unpaddedPlaintext: message.jsonBytes(), key: key)
+        var out: [UInt8] = []
+        out.reserveCapacity(headCount + EnvelopeHeader.byteCount + EnvelopePadding.paddedCount(message.jsonCapacityHint)
+                            + EnvelopeHeader.tagByteCount)
+        writeHead(&out)
+        precondition(out.count == headCount, "the head written is not the size announced")
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: EnvelopeHeader.messageIDByteCount
+                                      + EnvelopeHeader.nonceByteCount) { random in
+            // Both from the pool of public random bytes: no getrandom(2), and no array, per message.
+            SecureRandom.fillPublic(random)
+            let split = EnvelopeHeader.messageIDByteCount
+            EnvelopeSealer.seal(
+                channel: channel, sender: self.publicKey, recipient: peer,
+                messageID: UnsafeBufferPointer(rebasing: random[..<split]), sentAtMs: self.wallClock(),
+                nonce: UnsafeBufferPointer(rebasing: random[split...]), key: key, appendingTo: &out,
+                plaintext: { message.appendJSON(to: &$0) })
+        }
         let max = self.state.withLock { $0.maxPayload }
-        return bytes.count <= max ? bytes : nil
+        return out.count - headCount <= max ? out : nil
     }
 
     private func e2eKey(for peer: PublicKey) -> SymmetricKey? {

@@ -35,6 +35,16 @@ import Testing
         #expect(m.paddedPlaintext().count % 256 == 0)
     }
 
+    @Test(arguments: samples)
+    func appendingJSONLeavesWhatTheBufferHeld(_ m: Message) {
+        // A sender writes the JSON after a frame's head: the object must open after those bytes, not at index 0.
+        let head: [UInt8] = [0x03, 0x7B, 0x00]
+        var out = head
+        m.appendJSON(to: &out)
+        #expect(out == head + m.jsonBytes())
+        #expect(m.jsonBytes().first == UInt8(ascii: "{") && m.jsonBytes().last == UInt8(ascii: "}"))
+    }
+
     @Test func typeStringsAreTheWireNames() throws {
         let j = String(decoding: Message.inferChunk(InferChunk(id: "x", seq: 0, text: "t")).jsonBytes(), as: UTF8.self)
         #expect(j == #"{"id":"x","seq":0,"text":"t","type":"infer.chunk"}"#)

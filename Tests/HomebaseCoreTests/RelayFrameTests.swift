@@ -95,6 +95,19 @@ let relayFrameVectors: [RelayFrameVector] = (try? Fixtures.load("relay-frames.js
         }
     }
 
+    @Test func aSendBuiltInPlaceIsTheEncodedFrame() throws {
+        let recipient = PublicKey(bytes: (0..<32).map { UInt8($0) })!
+        let payload: [UInt8] = [9, 8, 7, 6]
+        var built: [UInt8] = []
+        RelayFrame.appendSendHead(sendID: 0, recipient: recipient, flags: SendFlags.store, to: &built)
+        #expect(built.count == RelayFrame.sendHeaderByteCount)
+        built += payload
+        RelayFrame.setSendID(0xA1B2_C3D4, inEncodedSend: &built)
+        let frame = RelayFrame.send(sendID: 0xA1B2_C3D4, recipient: recipient, flags: SendFlags.store, payload: payload[...])
+        #expect(built == frame.encoded())
+        #expect(try RelayFrame(decoding: built[...]) == frame)
+    }
+
     @Test func decodingASliceWithANonZeroStartIndexKeepsOffsets() throws {
         let frame = RelayFrame.send(sendID: 9, recipient: PublicKey(bytes: [UInt8](repeating: 7, count: 32))!,
                                     flags: 1, payload: [1, 2, 3][...])

@@ -41,6 +41,20 @@ import Testing
         }
     }
 
+    @Test func sealingAfterAFrameHeadLeavesTheHeadAndSealsTheRest() throws {
+        let key = try E2E.deriveKey(selfSecret: self.sender, peer: self.recipient.publicKey)
+        let head: [UInt8] = Array(repeating: 0xEE, count: 38)
+        for count in [0, 200, 256, 300] {
+            let plaintext = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let h = self.header()
+            var out = head
+            EnvelopeSealer.seal(channel: h.channel, sender: h.sender, recipient: h.recipient, messageID: h.messageID,
+                                sentAtMs: h.sentAtMs, nonce: h.nonce, key: key, appendingTo: &out) { $0 += plaintext }
+            let reference = EnvelopeSealer.seal(header: h, plaintext: EnvelopePadding.pad(plaintext), key: key).encoded()
+            #expect(out == head + reference, "\(count) bytes")
+        }
+    }
+
     @Test func aThirdPartyKeyCannotOpen() throws {
         let key = try E2E.deriveKey(selfSecret: self.sender, peer: self.recipient.publicKey)
         let envelope = EnvelopeSealer.seal(header: self.header(), plaintext: [1, 2, 3], key: key)
