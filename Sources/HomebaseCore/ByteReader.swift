@@ -84,6 +84,7 @@ public struct ByteWriter: Sendable {
 
 extension [UInt8] {
     /// Appends `value`'s bytes, most significant first (network order), as `ByteWriter` writes integers.
+    @inlinable
     mutating func appendBigEndian<T: FixedWidthInteger & UnsignedInteger>(_ value: T) {
         for i in (0..<MemoryLayout<T>.size).reversed() {
             self.append(UInt8(truncatingIfNeeded: value >> (i * 8)))

@@ -60,7 +60,9 @@ public struct EnvelopeHeader: Equatable, Sendable {
     }
 
     /// Appends the 114 header bytes of these fields to `out`: the one place the layout is written, for a sender
-    /// that builds a whole frame in one buffer without making the header's arrays.
+    /// that builds a whole frame in one buffer without making the header's arrays. Inlinable, so a caller in
+    /// another module gets it specialized for its collections (generic, each append went through the runtime).
+    @inlinable
     public static func append(
         version: UInt8 = EnvelopeHeader.version, channel: Channel, sender: PublicKey, recipient: PublicKey,
         messageID: some Collection<UInt8>, sentAtMs: UInt64, nonce: some Collection<UInt8>, to out: inout [UInt8]
@@ -71,7 +73,8 @@ public struct EnvelopeHeader: Equatable, Sendable {
         out.append(contentsOf: nonce)
     }
 
-    private static func appendAD(
+    @inlinable
+    static func appendAD(
         version: UInt8, channel: Channel, sender: PublicKey, recipient: PublicKey, messageID: some Collection<UInt8>,
         sentAtMs: UInt64, to out: inout [UInt8]
     ) {

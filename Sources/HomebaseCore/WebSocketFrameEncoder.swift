@@ -9,6 +9,7 @@ public enum WebSocketFrameEncoder {
     /// is masked in place after being appended, so it is copied exactly once.
     /// - Precondition: a control opcode (close, ping, pong) has `fin` set and at most 125 bytes of payload;
     ///   breaking that is a bug in the caller, not something a peer can cause.
+    @inlinable  // specialized in the caller's module for its payload type, not run generically per frame
     public static func encode(
         opcode: WebSocketOpcode,
         payload: some Collection<UInt8>,

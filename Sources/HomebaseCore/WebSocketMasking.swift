@@ -1,9 +1,11 @@
 /// Byte-level helpers shared by the WebSocket encoder and parser: masking and UTF-8 validation.
+@usableFromInline
 enum WebSocketMasking {
     /// XORs `array[range]` in place with the 4-byte masking key, starting at key byte 0 (RFC 6455 §5.3).
     ///
     /// Works 8 bytes at a time with a key word repeated twice; masking is its own inverse, so this both masks
     /// and unmasks.
+    @usableFromInline
     static func apply(key: (UInt8, UInt8, UInt8, UInt8), to array: inout [UInt8], range: Range<Int>) {
         guard !range.isEmpty else { return }
         array.withUnsafeMutableBytes { raw in

@@ -41,6 +41,7 @@ public enum AEAD {
     /// ciphertext and the tag space by the tag, which together are `seal`'s output for that message, additional
     /// data and nonce.
     /// With `start`, the layout begins there and the bytes before it are left alone (a frame's head).
+    @usableFromInline
     static func sealInPlace(_ out: inout [UInt8], from start: Int = 0, adCount: Int, key: SymmetricKey) {
         let messageCount = out.count - start - adCount - Self.nonceByteCount - Self.tagByteCount
         precondition(start >= 0 && adCount >= 0 && messageCount >= 0,

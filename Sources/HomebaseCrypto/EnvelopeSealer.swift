@@ -35,6 +35,8 @@ public enum EnvelopeSealer {
     /// padded and sealed under `key`: header, then the plaintext padded and encrypted in place, then the tag,
     /// with no array of its own for any part. What `out` held before is left as it was (a SEND frame's head),
     /// so a device's frames are made in one buffer each. Every message a device sends is sealed here.
+    /// Inlinable for the same reason as `EnvelopeHeader.append`.
+    @inlinable
     public static func seal(
         version: UInt8 = EnvelopeHeader.version, channel: Channel, sender: PublicKey, recipient: PublicKey,
         messageID: some Collection<UInt8>, sentAtMs: UInt64, nonce: some Collection<UInt8>, key: SymmetricKey,
