@@ -14,6 +14,16 @@ public enum MessageDecodingError: Error, Equatable, Sendable {
 extension Message {
     /// Decodes an unpadded or padded plaintext (trailing whitespace is accepted).
     public init(json bytes: some Collection<UInt8>) throws(MessageDecodingError) {
+        try self.init(anyJSON: bytes)
+    }
+
+    /// `init(json:)` for the unpadded slice a receiver opens (`EnvelopeReceiver`): not generic, so a caller in
+    /// another module runs code specialized here, where the generic entry ran through the runtime's witnesses.
+    public init(json bytes: ArraySlice<UInt8>) throws(MessageDecodingError) {
+        try self.init(anyJSON: bytes)
+    }
+
+    private init(anyJSON bytes: some Collection<UInt8>) throws(MessageDecodingError) {
         // infer.chunk, one per coalesced read of every stream a device receives, is read in one pass; anything
         // the fast path is not sure of (another type, a repeated or mistyped field) takes the general path.
         // Tried only for text ending as our writer ends a chunk (keys sorted: `"type":"infer.chunk"}`), so other

@@ -165,24 +165,15 @@ final class InferenceStream: ChatEventSink {
     private func apply(_ decision: ChunkCoalescer.Decision, _ s: inout State) {
         switch decision {
         case .emit(let text):
-            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each.
+            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each (cut only
+            // when over, so the usual chunk costs no array of pieces).
             let now = self.clock.monotonicMs()
-            for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
-                let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: piece)
-                s.nextSeq += 1
-                // Whether the requester is still there, asked of the relay at most once per receipt interval
-                // (Protocol/messages.md §2, host rule 4), counted from the stream's start: a short answer asks
-                // never (a RECEIPT frame, and often a wake-up of the relay link, saved per request), a slow
-                // first chunk at once. With the relay link down, every chunk asks: the send fails at once (not
-                // connected), which ends the answer rather than losing chunks silently until the next ask.
-                var onReceipt: (@Sendable (SendOutcome) -> Void)?
-                if now >= s.lastReceiptAskedMs + self.receiptIntervalMs || !self.messenger.isConnected {
-                    s.lastReceiptAskedMs = now
-                    let gone = self.onRequesterGone
-                    onReceipt = { outcome in if outcome.isFailure { gone() } }
+            if text.utf8.count <= self.maxChunkTextBytes {
+                self.sendChunk(text, nowMs: now, &s)
+            } else {
+                for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
+                    self.sendChunk(piece, nowMs: now, &s)
                 }
-                self.messenger.send(.inferChunk(chunk), to: self.peer, channel: self.channel, store: false,
-                                    onReceipt: onReceipt)
             }
         case .holdUntil(let due):
             guard s.flushTask == nil else { return }
@@ -196,6 +187,24 @@ final class InferenceStream: ChatEventSink {
         case .none:
             break
         }
+    }
+
+    private func sendChunk(_ text: String, nowMs now: UInt64, _ s: inout State) {
+        let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: text)
+        s.nextSeq += 1
+        // Whether the requester is still there, asked of the relay at most once per receipt interval
+        // (Protocol/messages.md §2, host rule 4), counted from the stream's start: a short answer asks
+        // never (a RECEIPT frame, and often a wake-up of the relay link, saved per request), a slow
+        // first chunk at once. With the relay link down, every chunk asks: the send fails at once (not
+        // connected), which ends the answer rather than losing chunks silently until the next ask.
+        var onReceipt: (@Sendable (SendOutcome) -> Void)?
+        if now >= s.lastReceiptAskedMs + self.receiptIntervalMs || !self.messenger.isConnected {
+            s.lastReceiptAskedMs = now
+            let gone = self.onRequesterGone
+            onReceipt = { outcome in if outcome.isFailure { gone() } }
+        }
+        self.messenger.send(.inferChunk(chunk), to: self.peer, channel: self.channel, store: false,
+                            onReceipt: onReceipt)
     }
 
     private func flushDue() {
