@@ -32,6 +32,8 @@ final class InferenceStream: ChatEventSink {
         var flushTask: Task<Void, Never>?
         /// When a chunk last asked for a RECEIPT, or (before any did) when the stream started (monotonic ms).
         var lastReceiptAskedMs: UInt64
+        /// The UTF-8 of one read's text pieces, joined (kept for its capacity).
+        var joined: [UInt8] = []
     }
 
     private let id: String
@@ -108,16 +110,34 @@ final class InferenceStream: ChatEventSink {
         let end: End? = self.state.withLock { s in
             guard !s.ended else { return nil }
             // The text of one read goes to the coalescer as one piece: one chunk rather than a chunk and a hold.
+            // Its pieces (a token each) are joined as bytes and made a String once: a String append per token
+            // cost more than the rest of the token's way here.
             var text = ""
+            var joining = false
+            func takeJoined() {
+                guard joining else { return }
+                text = String(decoding: s.joined, as: UTF8.self)
+                s.joined.removeAll(keepingCapacity: true)
+                joining = false
+            }
             for event in batch {
                 switch event {
                 case .text(let piece):
-                    text += piece
+                    if !joining && text.isEmpty {
+                        text = piece
+                    } else {
+                        if !joining {
+                            s.joined.append(contentsOf: text.utf8)
+                            joining = true
+                        }
+                        s.joined.append(contentsOf: piece.utf8)
+                    }
                     s.pieces += 1
                 case .toolCall:
                     // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
                     break
                 case .finished(let reason, let usage):
+                    takeJoined()
                     if !text.isEmpty { self.textArrived(text, &s) }
                     self.apply(s.coalescer.finish(nowMs: self.clock.monotonicMs()), &s)
                     let usage = usage ?? Usage(promptTokens: 0, completionTokens: 0)
@@ -131,6 +151,7 @@ final class InferenceStream: ChatEventSink {
                     return s.end
                 }
             }
+            takeJoined()
             if !text.isEmpty { self.textArrived(text, &s) }
             return nil
         }

@@ -86,20 +86,21 @@ import Testing
 
     @Test func oneReadOfSeveralTokensIsOneChunk() async throws {
         // Two reads after the first chunk, each due (the clock moved past the window): one chunk per read,
-        // not a chunk for the read's first token and a hold for the rest.
-        let engine = FakeEngine([.text("a"), .waitForGate, .read(["b", "c", "d"]), .waitForGate, .read(["e", "f"]),
+        // not a chunk for the read's first token and a hold for the rest. Its tokens are joined whole, whatever
+        // their UTF-8 length.
+        let engine = FakeEngine([.text("a"), .waitForGate, .read(["b", "é", "🙂d"]), .waitForGate, .read(["e", "f"]),
                                  .finish(.stop, nil)])
         let (h, phone) = try Self.setUp(engine: engine)
         h.request("b1", from: phone.messenger)
         _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
         h.clock.advance(ms: 30)
         engine.gate.open()
-        _ = await phone.inbox.first("second chunk") { $0 == .inferChunk(InferChunk(id: "b1", seq: 1, text: "bcd")) }
+        _ = await phone.inbox.first("second chunk") { $0 == .inferChunk(InferChunk(id: "b1", seq: 1, text: "bé🙂d")) }
         h.clock.advance(ms: 30)
         engine.gate.open()
         let got = await phone.inbox.finished("b1")
         let chunks = got.compactMap { m -> String? in if case .inferChunk(let c) = m { c.text } else { nil } }
-        #expect(chunks == ["a", "bcd", "ef"])
+        #expect(chunks == ["a", "bé🙂d", "ef"])
         await h.stop()
     }
 
