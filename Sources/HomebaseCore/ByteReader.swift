@@ -75,7 +75,7 @@ public struct ByteWriter: Sendable {
     public mutating func write(_ value: UInt64) { self.writeInteger(value) }
     public mutating func write<C: Collection>(_ bytes: C) where C.Element == UInt8 { self.bytes.append(contentsOf: bytes) }
     /// Lets `body` append to the bytes (a layout written once for `[UInt8]`).
-    public mutating func append(_ body: (inout [UInt8]) -> Void) { body(&self.bytes) }
+    mutating func append(_ body: (inout [UInt8]) -> Void) { body(&self.bytes) }
 
     private mutating func writeInteger<T: FixedWidthInteger & UnsignedInteger>(_ value: T) {
         self.bytes.appendBigEndian(value)

@@ -54,8 +54,11 @@ public struct EnvelopeHeader: Equatable, Sendable {
     public func encoded(reservingCapacity extra: Int = 0) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(Self.byteCount + max(0, extra))
-        Self.append(version: self.version, channel: self.channel, sender: self.sender, recipient: self.recipient,
-                    messageID: self.messageID, sentAtMs: self.sentAtMs, nonce: self.nonce, to: &out)
+        // Not `append`: a header whose fields were set to other lengths is encoded as it is (and fails to
+        // open), as before, rather than trapping.
+        Self.appendAD(version: self.version, channel: self.channel, sender: self.sender, recipient: self.recipient,
+                      messageID: self.messageID, sentAtMs: self.sentAtMs, to: &out)
+        out.append(contentsOf: self.nonce)
         return out
     }
 
@@ -67,6 +70,7 @@ public struct EnvelopeHeader: Equatable, Sendable {
         version: UInt8 = EnvelopeHeader.version, channel: Channel, sender: PublicKey, recipient: PublicKey,
         messageID: some Collection<UInt8>, sentAtMs: UInt64, nonce: some Collection<UInt8>, to out: inout [UInt8]
     ) {
+        precondition(messageID.count == Self.messageIDByteCount, "message_id is 16 bytes")
         precondition(nonce.count == Self.nonceByteCount, "nonce is 24 bytes")
         Self.appendAD(version: version, channel: channel, sender: sender, recipient: recipient, messageID: messageID,
                       sentAtMs: sentAtMs, to: &out)
@@ -78,7 +82,6 @@ public struct EnvelopeHeader: Equatable, Sendable {
         version: UInt8, channel: Channel, sender: PublicKey, recipient: PublicKey, messageID: some Collection<UInt8>,
         sentAtMs: UInt64, to out: inout [UInt8]
     ) {
-        precondition(messageID.count == Self.messageIDByteCount, "message_id is 16 bytes")
         out.append(version)
         out.append(channel.rawValue)
         out.append(contentsOf: sender.bytes)

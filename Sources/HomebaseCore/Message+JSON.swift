@@ -276,13 +276,14 @@ extension Message {
         }
     }
 
-    /// About how many bytes `jsonBytes()` takes, for reserving a buffer: exact for the streamed messages unless
-    /// their strings need escapes, a guess for the others.
+    /// About how many bytes `jsonBytes()` takes, for reserving a buffer: for the streamed messages at least
+    /// their size (fixed text, strings, and 20 bytes for each number), short only by strings' escapes; a
+    /// guess for the others.
     public var jsonCapacityHint: Int {
         switch self {
         case .inferAccept(let a): 48 + a.id.utf8.count + a.model.utf8.count
-        case .inferChunk(let c): 48 + c.id.utf8.count + c.text.utf8.count
-        case .inferDone(let d): 128 + d.id.utf8.count + d.finishReason.utf8.count
+        case .inferChunk(let c): 48 + 20 + c.id.utf8.count + c.text.utf8.count
+        case .inferDone(let d): 110 + 3 * 20 + d.id.utf8.count + d.finishReason.utf8.count
         default: 256
         }
     }

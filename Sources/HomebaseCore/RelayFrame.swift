@@ -123,7 +123,7 @@ extension RelayFrame {
     public static let deliverHeaderByteCount = 1 + 32 + 8
 
     /// Appends a SEND frame's fixed part to `out`, for a sender that appends the payload after it in the same
-    /// buffer (`encode` writes `.send` through this).
+    /// buffer (the fields after the type byte are `encode`'s too).
     public static func appendSendHead(sendID: UInt32, recipient: PublicKey, flags: UInt8, to out: inout [UInt8]) {
         out.append(RelayFrameType.send.rawValue)
         Self.appendSendFields(sendID: sendID, recipient: recipient, flags: flags, to: &out)

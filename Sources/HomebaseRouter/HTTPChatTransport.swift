@@ -180,8 +180,6 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
         self.pacing = pacing
     }
 
-    // Specialized for the decoder every runtime read goes through: `PushedChatStream` is a generic class reached
-    // through a protocol, so without this each read ran the generic code (metadata lookups, value witnesses).
     mutating func read(_ piece: [UInt8]) -> Read {
         var read = Read()
         self.read(piece, into: &read)
@@ -190,6 +188,8 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
 
     /// `read(_:)` into `read`, whose last outcome is cleared first: a caller reading many pieces keeps one
     /// `Read`, and its events array's capacity, instead of growing a new array per read.
+    // Specialized for the decoder every runtime read goes through: `PushedChatStream` is a generic class reached
+    // through a protocol, so without this each read ran the generic code (metadata lookups, value witnesses).
     @_specialize(exported: false, where D == OpenAIStreamDecoder)
     mutating func read(_ piece: [UInt8], into read: inout Read) {
         read.events.removeAll(keepingCapacity: true)
@@ -261,7 +261,7 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
 
 /// `HTTPChatTransport.push`'s handler: status check, error body, assembler, then the sink.
 ///
-/// `@unchecked Sendable`: `phase` and `assembler` are touched only by the HTTP client's loop thread, whose
+/// `@unchecked Sendable`: `phase`, `assembler` and `lastRead` are touched only by the HTTP client's loop thread, whose
 /// calls for one transfer never overlap; the transfer handle, set by the starting thread, is behind a lock.
 private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @unchecked Sendable {
     private enum Phase {

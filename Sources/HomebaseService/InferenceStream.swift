@@ -61,6 +61,8 @@ final class InferenceStream: ChatEventSink {
         self.channel = channel
         self.messenger = messenger
         self.maxContentBytes = limits.maxContentBytes
+        // Checked here, not only where a long read is cut (`ChunkCoalescer.pieces`): short texts skip the cut.
+        precondition(limits.maxChunkTextBytes >= 4, "a chunk must hold any Unicode scalar")
         self.maxChunkTextBytes = limits.maxChunkTextBytes
         self.receiptIntervalMs = limits.chunkReceiptIntervalMs
         self.clock = clock

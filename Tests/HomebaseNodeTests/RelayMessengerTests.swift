@@ -134,6 +134,23 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(await nextInbound(b)?.message == .inferChunk(chunk))
     }
 
+    @Test func thePayloadLimitIsTheEnvelopesNotTheFrames() async throws {
+        // infer.cancel "x1" seals to 114 + 256 + 16 = 386 bytes, inside a 424-byte SEND frame. A relay that takes
+        // 386-byte payloads gets it; one that takes 385 never sees it (the messenger refuses it at once).
+        for (limit, expected) in [(386, SendOutcome.receipt(.delivered)), (385, .receipt(.payloadTooLarge))] {
+            let relay = try LocalRelay(configure: { $0.limits.maxPayloadBytes = limit })
+            defer { relay.stop() }
+            let a = try await connectedMessenger(relay)
+            let b = try await connectedMessenger(relay)
+            defer { a.stop(); b.stop() }
+            // `seal` applies the limit the relay's READY gave.
+            let sealed = a.seal(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta)
+            #expect(sealed?.count == (limit == 386 ? 386 : nil))
+            let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta, store: false)
+            #expect(outcome == expected, "limit \(limit)")
+        }
+    }
+
     @Test func replayedEnvelopeIsDroppedOnce() async throws {
         let relay = try LocalRelay()
         defer { relay.stop() }

@@ -64,6 +64,11 @@ import Testing
             let limit = round % 3 == 0 ? 256 : 1024 * 1024
             var reference = Reference(maxEventBytes: limit)
             var assembler = ChatStreamAssembler(decoder: OpenAIStreamDecoder(), pacing: nil, maxEventBytes: limit)
+            // Half the rounds read into one kept Read (as the pushed handler does), which must come back
+            // cleared of the last read's outcome each time: it starts with a stale one.
+            let keeps = round % 2 == 1
+            var kept = ChatStreamAssembler<OpenAIStreamDecoder>.Read(events: [.text("stale")], failure: .cancelled,
+                                                                      isComplete: true)
             var index = 0
             while index < bytes.count {
                 var length = Int.random(in: 1...max(1, min(400, bytes.count - index)), using: &generator)
@@ -75,7 +80,13 @@ import Testing
                 let piece = Array(bytes[index..<index + length])
                 index += length
                 let expected = reference.read(piece)
-                let got = assembler.read(piece)
+                let got: ChatStreamAssembler<OpenAIStreamDecoder>.Read
+                if keeps {
+                    assembler.read(piece, into: &kept)
+                    got = kept
+                } else {
+                    got = assembler.read(piece)
+                }
                 #expect(got.events == expected.events && got.failure == expected.failure
                         && got.isComplete == expected.isComplete, "\(text.debugDescription)")
                 if expected.failure != nil || expected.isComplete { break }

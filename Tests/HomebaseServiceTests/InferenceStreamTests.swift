@@ -53,6 +53,58 @@ import Testing
         #expect(ends.count == 0)  // stopped by the server: the server knows
     }
 
+    /// Records the messages sent.
+    final class MessageRecorder: PeerMessenger {
+        let publicKey = testKey(1)
+        let inbound = AsyncStream<InboundMessage> { _ in }
+        let events = AsyncStream<MessengerEvent> { _ in }
+        var isConnected: Bool { true }
+        let sent = Mutex<[Message]>([])
+        func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
+                  onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+            self.sent.withLock { $0.append(message) }
+        }
+        var chunks: [InferChunk] {
+            self.sent.withLock { $0 }.compactMap { if case .inferChunk(let c) = $0 { c } else { nil } }
+        }
+    }
+
+    func recorded(_ limits: InferenceLimits = InferenceLimits(coalesceDelayMs: 0)) -> (InferenceStream, MessageRecorder) {
+        let messenger = MessageRecorder()
+        let stream = InferenceStream(id: "s1", peer: testKey(2), channel: .syncDelta, messenger: messenger,
+                                     limits: limits, keepAnswer: true, clock: .system, onEnd: { _ in },
+                                     onRequesterGone: {})
+        return (stream, messenger)
+    }
+
+    @Test func aReadThatEndsTheAnswerSendsAllItsTextFirst() {
+        // The runtime's last read brings its last tokens and the end together: all of them go, joined, before
+        // infer.done, whatever their UTF-8 length (an empty piece included).
+        let (stream, messenger) = self.recorded()
+        stream.events([.text("b"), .text("é"), .text(""), .text("🙂d"), .finished(.stop, nil)])
+        #expect(messenger.chunks.map(\.text) == ["bé🙂d"])
+        guard case .done(let answer, _)? = stream.stop() else {
+            Issue.record("the stream must have ended as done")
+            return
+        }
+        #expect(answer == "bé🙂d")
+        let (second, secondMessenger) = self.recorded()
+        second.events([.text(""), .text("x"), .text("y")])
+        second.events([.text("z"), .finished(.stop, nil)])
+        #expect(secondMessenger.chunks.map(\.text) == ["xy", "z"])
+        #expect(secondMessenger.sent.withLock { $0 }.last?.type == "infer.done")
+    }
+
+    @Test func aChunkCarriesAtMostTheTextLimitAndExactlyItInOne() {
+        var limits = InferenceLimits(coalesceDelayMs: 0)
+        limits.maxChunkTextBytes = 8
+        let (stream, messenger) = self.recorded(limits)
+        stream.events([.text("1234"), .text("5678")])  // exactly the limit: one chunk
+        stream.events([.text("abcdefgh"), .text("ij")])  // over: cut at the limit
+        #expect(messenger.chunks.map(\.text) == ["12345678", "abcdefgh", "ij"])
+        #expect(messenger.chunks.map(\.seq) == [0, 1, 2])
+    }
+
     /// Records each send and whether it asked for a RECEIPT; answers `outcome` to those that did.
     final class ReceiptRecorder: PeerMessenger {
         let publicKey = testKey(1)
