@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseStore
 @testable import HomebaseTransport
 import Synchronization
 import Testing
@@ -170,5 +171,77 @@ import Glibc
         let got = try receiver.waitDelivered(taken)
         #expect(got.count == taken)
         #expect(got.map { $0[0] } == (0..<taken).map { UInt8(truncatingIfNeeded: $0) })
+    }
+}
+
+/// The messenger's side of a full backlog: a send the link refuses is told at once, as not connected (so an
+/// answer stops rather than losing chunks silently), with one warning for the whole refusal, not one per frame;
+/// once the backlog drains, sends go again and every one taken is delivered.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RelayMessengerBacklogTests {
+    final class Records: LogSink {
+        let records = Mutex<[LogRecord]>([])
+        func write(_ record: LogRecord) { self.records.withLock { $0.append(record) } }
+        var warnings: [LogRecord] { self.records.withLock { $0 }.filter { $0.level == .warning } }
+    }
+
+    @Test func aRefusedSendIsToldAtOnceAndWarnedOnce() async throws {
+        let relay = try LocalRelay { $0.limits.outboundQueueMaxBytes = 64 * 1024 * 1024 }
+        defer { relay.stop() }
+        let proxy = try RelayLinkBacklogTests.PausableProxy(to: relay.server.port)
+        defer { proxy.stop() }
+        let b = try await connectedMessenger(relay)
+        defer { b.stop() }
+        var options = RelayLink.Options()
+        options.maxBacklogBytes = 256 * 1024
+        let log = Records()
+        let a = RelayMessenger(url: "ws://127.0.0.1:\(proxy.port)/v1/relay", key: .generate(),
+                               seen: try SeenMessageStore(database: try Database(path: ":memory:")),
+                               relation: { _ in .sibling }, options: options,
+                               logger: Logger(label: "test", level: .debug, sink: log))
+        a.start()
+        defer { a.stop() }
+        var events = a.events.makeAsyncIterator()
+        guard case .connected = await events.next() else { throw MessengerTestError("did not connect") }
+
+        // An advert of about 80 KB sealed: the paused proxy's socket buffers fill, then the backlog.
+        proxy.pause(true)
+        let advert = Message.advert(SignedBlob(payload: [UInt8](repeating: 0x41, count: 60 * 1024),
+                                               signature: [UInt8](repeating: 1, count: 64)))
+        let outcomes = Mutex<[Int: SendOutcome]>([:])
+        var taken = 0
+        var refusedAt: Int?
+        for i in 0..<400 where refusedAt == nil {
+            a.send(advert, to: b.publicKey, channel: .syncDelta, store: false) { outcome in
+                outcomes.withLock { $0[i] = outcome }
+            }
+            // A refusal is told inside `send`; a frame taken waits for its RECEIPT.
+            if outcomes.withLock({ $0[i] }) == .notConnected { refusedAt = i } else { taken += 1 }
+            usleep(1_000)
+        }
+        #expect(refusedAt != nil, "400 adverts of 80 KB taken with the relay paused")
+        #expect(a.isConnected, "refused by the backlog, not by a lost connection")
+        // Refusals while the backlog stays full: each told at once, one warning in all.
+        for i in 1...3 {
+            let outcome = Mutex<SendOutcome?>(nil)
+            a.send(advert, to: b.publicKey, channel: .syncDelta, store: false) { o in outcome.withLock { $0 = o } }
+            #expect(outcome.withLock { $0 } == .notConnected, "refusal \(i)")
+        }
+        #expect(log.warnings.count == 1)
+
+        // Drained: the frames taken are delivered, and a send goes again.
+        proxy.pause(false)
+        let deadline = ContinuousClock.now + .seconds(20)
+        func allDelivered() -> Bool {
+            outcomes.withLock { o in (0..<taken).allSatisfy { o[$0] == .receipt(.delivered) } }
+        }
+        while !allDelivered() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(allDelivered(), "frames taken but not delivered")
+        var again = false
+        for _ in 0..<50 where !again {
+            again = await a.sendAndWait(.inferCancel(id: "after"), to: b.publicKey, channel: .syncDelta, store: false)
+                == .receipt(.delivered)
+            if !again { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(again, "sends refused for a second after the backlog drained")
     }
 }
