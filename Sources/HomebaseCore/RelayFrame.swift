@@ -141,7 +141,7 @@ extension RelayFrame {
     public static func setSendID(_ sendID: UInt32, inEncodedSend frame: inout [UInt8]) {
         precondition(frame.count >= Self.sendHeaderByteCount && frame[0] == RelayFrameType.send.rawValue,
                      "not an encoded SEND frame")
-        for i in 0..<4 { frame[1 + i] = UInt8(truncatingIfNeeded: sendID >> ((3 - i) * 8)) }
+        frame.withUnsafeMutableBytes { $0.storeBytes(of: sendID.bigEndian, toByteOffset: 1, as: UInt32.self) }
     }
 
     /// Decodes one frame. Payload-carrying cases keep a slice of `bytes` (no copy).

@@ -24,7 +24,8 @@ public enum SecureRandom {
     /// and unpredictable, as nonces need; the bytes only sat in this process's memory for a while. Keys and
     /// seeds use `bytes`.
     public static func publicBytes(_ count: Int) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        precondition(count >= 0 && count <= Self.poolBytes, "publicBytes takes 0...\(Self.poolBytes) bytes")
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             Self.fillPublic(buffer)
             initialized = count
         }

@@ -71,7 +71,7 @@ public final class RelayMessenger: PeerMessenger {
                      onReceipt: (@Sendable (SendOutcome) -> Void)?) {
         // The SEND frame is built in one buffer: its fixed part, then the envelope sealed after it. Its send_id
         // is known only once the frame is sure to go, so it is set then.
-        guard var frame = self.seal(message, to: peer, channel: channel, after: RelayFrame.sendHeaderByteCount, {
+        guard var frame = self.seal(message, to: peer, channel: channel, after: {
             RelayFrame.appendSendHead(sendID: 0, recipient: peer, flags: store ? SendFlags.store : 0, to: &$0)
         }) else {
             onReceipt?(.receipt(.payloadTooLarge))
@@ -109,19 +109,19 @@ public final class RelayMessenger: PeerMessenger {
     /// Seals one message: padded JSON, random message id and nonce, the e2e key for the peer. Nil when there
     /// is no key for `peer` or the envelope is larger than the relay takes.
     func seal(_ message: Message, to peer: PublicKey, channel: Channel) -> [UInt8]? {
-        self.seal(message, to: peer, channel: channel, after: 0, { _ in })
+        self.seal(message, to: peer, channel: channel, after: { _ in })
     }
 
-    /// `seal(_:to:channel:)`'s envelope appended after the `headCount` bytes `writeHead` writes, in a buffer
-    /// sized for the whole; the relay's payload limit applies to the envelope.
-    private func seal(_ message: Message, to peer: PublicKey, channel: Channel, after headCount: Int,
-                      _ writeHead: (inout [UInt8]) -> Void) -> [UInt8]? {
+    /// `seal(_:to:channel:)`'s envelope appended after what `writeHead` writes (at most a SEND frame's fixed
+    /// part, which the buffer has room for); the relay's payload limit applies to the envelope.
+    private func seal(_ message: Message, to peer: PublicKey, channel: Channel,
+                      after writeHead: (inout [UInt8]) -> Void) -> [UInt8]? {
         guard let key = self.e2eKey(for: peer) else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(headCount + EnvelopeHeader.byteCount + EnvelopePadding.paddedCount(message.jsonCapacityHint)
-                            + EnvelopeHeader.tagByteCount)
+        out.reserveCapacity(RelayFrame.sendHeaderByteCount + EnvelopeHeader.byteCount
+                            + EnvelopePadding.paddedCount(message.jsonCapacityHint) + EnvelopeHeader.tagByteCount)
         writeHead(&out)
-        precondition(out.count == headCount, "the head written is not the size announced")
+        let headCount = out.count
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: EnvelopeHeader.messageIDByteCount
                                       + EnvelopeHeader.nonceByteCount) { random in
             // Both from the pool of public random bytes: no getrandom(2), and no array, per message.

@@ -112,34 +112,29 @@ final class InferenceStream: ChatEventSink {
         let end: End? = self.state.withLock { s in
             guard !s.ended else { return nil }
             // The text of one read goes to the coalescer as one piece: one chunk rather than a chunk and a hold.
-            // Its pieces (a token each) are joined as bytes and made a String once: a String append per token
-            // cost more than the rest of the token's way here.
-            var text = ""
-            var joining = false
-            func takeJoined() {
-                guard joining else { return }
-                text = String(decoding: s.joined, as: UTF8.self)
-                s.joined.removeAll(keepingCapacity: true)
-                joining = false
+            // Its pieces (a token each) are joined as bytes and made a String once, a read of one piece taken as
+            // it is: a String append per token cost more than the rest of the token's way here.
+            var readPieces = 0
+            var lastPiece = ""
+            func readText() -> String {
+                defer {
+                    s.joined.removeAll(keepingCapacity: true)
+                    readPieces = 0
+                }
+                return readPieces == 1 ? lastPiece : String(decoding: s.joined, as: UTF8.self)
             }
             for event in batch {
                 switch event {
                 case .text(let piece):
-                    if !joining && text.isEmpty {
-                        text = piece
-                    } else {
-                        if !joining {
-                            s.joined.append(contentsOf: text.utf8)
-                            joining = true
-                        }
-                        s.joined.append(contentsOf: piece.utf8)
-                    }
+                    s.joined.append(contentsOf: piece.utf8)
+                    lastPiece = piece
+                    readPieces += 1
                     s.pieces += 1
                 case .toolCall:
                     // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
                     break
                 case .finished(let reason, let usage):
-                    takeJoined()
+                    let text = readText()
                     if !text.isEmpty { self.textArrived(text, &s) }
                     self.apply(s.coalescer.finish(nowMs: self.clock.monotonicMs()), &s)
                     let usage = usage ?? Usage(promptTokens: 0, completionTokens: 0)
@@ -153,7 +148,7 @@ final class InferenceStream: ChatEventSink {
                     return s.end
                 }
             }
-            takeJoined()
+            let text = readText()
             if !text.isEmpty { self.textArrived(text, &s) }
             return nil
         }
