@@ -97,6 +97,7 @@ public final class LoopbackMessenger: PeerMessenger {
     private let hub: LoopbackMessengerHub
     private let relation: RelationLookup
     private let connected = Atomic<Bool>(false)
+    private let inlineHandler = Mutex<(@Sendable (InboundMessage) -> Bool)?>(nil)
 
     init(publicKey: PublicKey, hub: LoopbackMessengerHub, relation: @escaping RelationLookup) {
         self.publicKey = publicKey
@@ -125,6 +126,12 @@ public final class LoopbackMessenger: PeerMessenger {
         let receiver = EnvelopeReceiver(selfKey: self.publicKey)
         guard (try? receiver.checkEntitlement(channel: message.channel, messageType: message.message.type,
                                                relation: self.relation(message.sender))) != nil else { return }
+        // On the sender's thread, as the relay link's thread would: the handler runs inside the sender's `send`.
+        if let inline = self.inlineHandler.withLock({ $0 }), inline(message) { return }
         self.inboundContinuation.yield(message)
+    }
+
+    public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
+        self.inlineHandler.withLock { $0 = handler }
     }
 }

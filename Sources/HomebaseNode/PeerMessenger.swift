@@ -63,9 +63,19 @@ public protocol PeerMessenger: AnyObject, Sendable {
 
     /// True while logged in to the relay.
     var isConnected: Bool { get }
+
+    /// Gives accepted messages to `handler` first, on the thread that received them, in arrival order: one it
+    /// returns true for is taken (it does not go to `inbound`). For a consumer whose work per message is short
+    /// and synchronous (the inference server): a batch of requests is then handled where it arrived, and the
+    /// replies sent meanwhile leave together. The handler must not wait for anything the receiving thread does.
+    /// Nil gives every message to `inbound` again.
+    func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?)
 }
 
 extension PeerMessenger {
+    /// A messenger without an inline path gives every message to `inbound`.
+    public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {}
+
     /// Sends and waits for the relay's receipt.
     public func sendAndWait(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool) async
         -> SendOutcome

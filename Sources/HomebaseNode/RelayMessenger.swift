@@ -22,6 +22,7 @@ public final class RelayMessenger: PeerMessenger {
     private let receiver: EnvelopeReceiver
     private let state = Mutex(State())
     private let linkBox = Mutex<RelayLink?>(nil)
+    private let inlineHandler = Mutex<(@Sendable (InboundMessage) -> Bool)?>(nil)
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -61,6 +62,10 @@ public final class RelayMessenger: PeerMessenger {
     }
 
     private var link: RelayLink? { self.linkBox.withLock { $0 } }
+
+    public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
+        self.inlineHandler.withLock { $0 = handler }
+    }
 
     public var isConnected: Bool { self.link?.isConnected ?? false }
 
@@ -226,8 +231,8 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The replay rule for checked envelopes, their ids recorded in one commit (written before anything is
     /// passed on or acknowledged, and synced as the store does it: `SeenMessageStore.syncsEveryCommit`); the
-    /// fresh ones go to `inbound`, in order. A store failure drops them all: passing on a message whose id
-    /// could not be recorded would let it be replayed.
+    /// fresh ones go to the inline handler, then to `inbound`, in order. A store failure drops them all: passing
+    /// on a message whose id could not be recorded would let it be replayed.
     private func accept(_ opened: [InboundMessage]) {
         guard !opened.isEmpty else { return }
         var fresh = Array(repeating: true, count: opened.count)
@@ -237,8 +242,10 @@ public final class RelayMessenger: PeerMessenger {
             }
             fresh = (try? seen.insertIfNew(entries)) ?? Array(repeating: false, count: opened.count)
         }
+        let inline = self.inlineHandler.withLock { $0 }
         for (item, isFresh) in zip(opened, fresh) {
             if isFresh {
+                if let inline, inline(item) { continue }
                 self.inboundContinuation.yield(item)
             } else {
                 self.drop(.replay, from: item.sender)

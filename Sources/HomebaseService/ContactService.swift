@@ -70,7 +70,7 @@ public final class ContactService: Sendable {
     public func revoke(guest: PublicKey, reason: String = "revoked by the host") async throws {
         try self.registry.revoke(guest: guest, nowMs: self.clock.nowMs(), reason: reason)
         // Stop its streams now, even if a delivery already in progress holds the outbox row.
-        await self.inference.cancelAll(from: guest, error: .notGranted)
+        self.inference.cancelAll(from: guest, error: .notGranted)
         self.authorizer.forget(guest: guest)
         await self.deliverPending()
     }
@@ -87,7 +87,7 @@ public final class ContactService: Sendable {
             // Streams first: one that has just finished still records its usage, which the removal then
             // deletes with the guest, instead of leaving a row for a guest who is gone.
             guard self.registry.record(for: sender) != nil else { return }
-            await self.inference.cancelAll(from: sender)
+            self.inference.cancelAll(from: sender)
             do {
                 guard try self.registry.remove(guest: sender) else { return }
             } catch {
@@ -176,7 +176,7 @@ public final class ContactService: Sendable {
                 self.logger.info("grant sent", metadata: ["guest": item.guest.short])
             case .revoke:
                 // Stop its streams before anything else: the revocation is in force now.
-                let stopped = await self.inference.cancelAll(from: item.guest, error: .notGranted)
+                let stopped = self.inference.cancelAll(from: item.guest, error: .notGranted)
                 self.authorizer.forget(guest: item.guest)
                 let outcome = await self.messenger.sendAndWait(.contactRevoke(reason: item.reason), to: item.guest,
                                                                channel: .contact, store: true)

@@ -133,11 +133,14 @@ public actor HomebaseDaemon {
         // `stop()` may have run while this actor was suspended above (actor reentrancy): honour it, or the loops
         // below would start after the stop and never end.
         guard !self.stopped else { return }
+        // Requests and cancels are served where they arrive (the relay link's thread), not through `inbound`.
+        self.messenger.setInlineHandler { [weak self] inbound in self?.takeInline(inbound) ?? false }
         let task = Task { await self.runLoops() }
         self.runTask = task
         // Cancelling the task that called `run()` stops the daemon too.
         await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-        await self.inference.stopAll()
+        self.messenger.setInlineHandler(nil)
+        self.inference.stopAll()
     }
 
     /// Makes the replay ids recorded since the last sync durable (`seen`); a failure is logged, and the ids
@@ -214,10 +217,8 @@ public actor HomebaseDaemon {
             // an older roster.
             guard self.directory.relation(of: sender).isSibling else { return }
             switch inbound.message {
-            case .inferRequest(let request):
-                await self.inference.handleRequest(request, from: sender, channel: .syncDelta)
-            case .inferCancel(let id):
-                await self.inference.handleCancel(id: id, from: sender)
+            case .inferRequest, .inferCancel:
+                self.dispatchInference(inbound)
             case .advertRequest:
                 self.adverts.answerRequest(from: sender, channel: .syncDelta)
             default:
@@ -226,10 +227,8 @@ public actor HomebaseDaemon {
             }
         case .contact:
             switch inbound.message {
-            case .inferRequest(let request):
-                await self.inference.handleRequest(request, from: sender, channel: .contact)
-            case .inferCancel(let id):
-                await self.inference.handleCancel(id: id, from: sender)
+            case .inferRequest, .inferCancel:
+                self.dispatchInference(inbound)
             case .contactJoin, .contactLeave, .advertRequest:
                 await self.contacts?.handle(inbound)
             default:
@@ -237,6 +236,40 @@ public actor HomebaseDaemon {
                 break
             }
         case .unknown:
+            break
+        }
+    }
+
+    /// The inline path (`PeerMessenger.setInlineHandler`): takes `infer.request` and `infer.cancel`, on the thread
+    /// that received them; everything else goes on to `dispatch`.
+    private nonisolated func takeInline(_ inbound: InboundMessage) -> Bool {
+        switch inbound.message {
+        case .inferRequest, .inferCancel:
+            self.dispatchInference(inbound)
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// `infer.request` or `infer.cancel` to the inference server: on sync_delta from a sibling only (the
+    /// messenger applied the entitlement rule; this checks again, cheaply, in case it is wired to an older
+    /// roster); on contact from anyone, the server's `GuestAuthorizer` checking the grant.
+    private nonisolated func dispatchInference(_ inbound: InboundMessage) {
+        switch inbound.channel {
+        case .syncDelta:
+            guard self.directory.relation(of: inbound.sender).isSibling else { return }
+        case .contact:
+            break
+        case .unknown:
+            return
+        }
+        switch inbound.message {
+        case .inferRequest(let request):
+            self.inference.handleRequest(request, from: inbound.sender, channel: inbound.channel)
+        case .inferCancel(let id):
+            self.inference.handleCancel(id: id, from: inbound.sender)
+        default:
             break
         }
     }
@@ -249,7 +282,7 @@ public actor HomebaseDaemon {
             if let roster = try self.state.currentRoster() { self.directory.update(roster: roster) }
             try self.contacts?.registry.reload()
             let settings = try self.state.settings()
-            await self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
+            self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
                                                  maxQueued: settings.maxQueuedRequests)
             self.runtime.setPinnedModels(settings.pinnedModels)
         } catch {

@@ -129,7 +129,7 @@ extension Message {
         _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         try await h.contacts.revoke(guest: g.key, reason: "bye")
         await eventually("engine stream cancelled") { engine.cancellations == 1 }
-        #expect(await h.daemon.inference.activeCount == 0)
+        #expect(h.daemon.inference.activeCount == 0)
         await eventually("r1 ends with not_granted") { g.inbox.inference("r1").last?.errorCode == "not_granted" }
         _ = await g.inbox.first("contact.revoke") { $0 == .contactRevoke(reason: "bye") }
         h.guestRequest("r2", from: g.messenger)
@@ -289,7 +289,7 @@ extension Message {
         h.guestRequest("x2", from: g.messenger)
         _ = await g.inbox.first("accept x2") { if case .inferAccept(let a) = $0 { a.id == "x2" } else { false } }
         g.messenger.send(.inferCancel(id: "x2"), to: h.homebase, channel: .contact, store: false)
-        await eventually("x2 ended") { await h.daemon.inference.activeCount == 0 }
+        await eventually("x2 ended") { h.daemon.inference.activeCount == 0 }
         #expect(try h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests == 1)
 
         // Gone mid-answer (its next chunk's RECEIPT says offline): charged for what it had, as a cancel.

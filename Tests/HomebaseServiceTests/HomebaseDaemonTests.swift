@@ -14,7 +14,7 @@ import Testing
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         await h.stop()
         #expect(engine.cancellations == 1)
-        #expect(await h.daemon.inference.activeCount == 0)
+        #expect(h.daemon.inference.activeCount == 0)
         // Nothing more is sent for the cancelled request.
         #expect(phone.inbox.inference("s1").count == 2)
     }
@@ -50,7 +50,7 @@ import Testing
         engine.setScript([.waitForGate, .finish(.stop, nil)])
         let laptop = h.device(0x55)
         await eventually("limits applied") {
-            let limits = await h.daemon.inference.currentLimits
+            let limits = h.daemon.inference.currentLimits
             return limits.maxConcurrent == 1 && limits.maxQueued == 0
         }
         h.request("a", from: laptop.messenger)

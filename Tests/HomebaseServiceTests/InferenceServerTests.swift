@@ -43,7 +43,7 @@ import Testing
         #expect(engine.last?.model == "qwen2.5:7b")
         #expect(engine.last?.request.messages == [.user("hi")])
         #expect(engine.last?.request.hasTools == false)
-        #expect(await h.daemon.inference.activeCount == 0)
+        #expect(h.daemon.inference.activeCount == 0)
         await h.stop()
     }
 
@@ -212,10 +212,10 @@ import Testing
         let phone = try h.enrolledHandset(0x11)
         h.start()
         for i in 1...7 { h.request("c\(i)", from: phone.messenger) }
-        await eventually("five streaming") { await h.daemon.inference.activeCount == 5 }
+        await eventually("five streaming") { h.daemon.inference.activeCount == 5 }
         #expect(cadence.interval == .milliseconds(60))
         engine.gate.open(4)  // four end, two queued start: three stream
-        await eventually("three streaming") { await h.daemon.inference.activeCount == 3 }
+        await eventually("three streaming") { h.daemon.inference.activeCount == 3 }
         await eventually("cadence back to the delay") { cadence.interval == .milliseconds(30) }
         engine.gate.open(3)
         for i in 1...7 {
@@ -262,7 +262,7 @@ import Testing
         #expect(got.last?.errorCode == code)
         #expect(got.filter { $0.errorCode != nil }.count == 1)
         #expect(h.runtime.reverifyCount == 1)
-        #expect(await h.daemon.inference.activeCount == 0)
+        #expect(h.daemon.inference.activeCount == 0)
         await h.stop()
     }
 
@@ -283,7 +283,7 @@ import Testing
         other.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
         phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
         await eventually("engine stream terminated") { engine.cancellations == 1 }
-        await eventually("slot freed") { await h.daemon.inference.activeCount == 0 }
+        await eventually("slot freed") { h.daemon.inference.activeCount == 0 }
         #expect(phone.inbox.inference("k1").count == 2)
 
         // The freed slot serves the next request.
@@ -305,7 +305,7 @@ import Testing
         engine.gate.open()
         // The chunk "two" gets RECEIPT 2: the host stops generating and sends nothing more.
         await eventually("engine stream terminated") { engine.cancellations == 1 }
-        await eventually("slot freed") { await h.daemon.inference.activeCount == 0 }
+        await eventually("slot freed") { h.daemon.inference.activeCount == 0 }
         let sentAfter = h.hub.sent.filter { $0.from == h.homebase && $0.to == phone.key && $0.type.hasPrefix("infer.") }
             .map(\.type)
         #expect(sentAfter == ["infer.accept", "infer.chunk", "infer.chunk"])
@@ -329,7 +329,7 @@ import Testing
         // And a real answer still ends normally through it.
         h.request("e6", from: phone.messenger)
         guard case .inferDone = await phone.inbox.finished("e6").last else { Issue.record("e6 not done"); return }
-        await eventually("slot freed") { await server.activeCount == 0 }
+        await eventually("slot freed") { server.activeCount == 0 }
         #expect(server.endHops.load(ordering: .relaxed) == 3)
         await h.stop()
     }
@@ -343,8 +343,8 @@ import Testing
         for i in 1...3 {
             #expect(phone.inbox.inference("b\(i)") == [.inferAccept(InferAccept(id: "b\(i)", model: "qwen2.5:7b"))])
         }
-        #expect(await h.daemon.inference.activeCount == 2)
-        #expect(await h.daemon.inference.queuedCount == 1)
+        #expect(h.daemon.inference.activeCount == 2)
+        #expect(h.daemon.inference.queuedCount == 1)
         #expect(engine.calls == 2)
 
         engine.gate.open(3)
@@ -409,8 +409,8 @@ import Testing
         let inbox = Inbox(guest)
         let engine = FakeEngine()
         let server = InferenceServer(engine: engine, runtime: FakeRuntime(), messenger: host, authorizer: DenyAll())
-        await server.handleRequest(InferRequest(id: "n1", model: "qwen2.5:7b", messages: [.user("hi")]),
-                                   from: testKey(2), channel: .contact)
+        server.handleRequest(InferRequest(id: "n1", model: "qwen2.5:7b", messages: [.user("hi")]),
+                             from: testKey(2), channel: .contact)
         #expect(await inbox.finished("n1").map(\.errorCode) == ["not_granted"])
         #expect(inbox.all.allSatisfy { $0.channel == .contact })
         #expect(engine.calls == 0)
@@ -419,14 +419,14 @@ import Testing
     /// A stream that already sent `infer.done`, whose end has not reached the server yet, then cancelled with an
     /// error (a revoke): the requester gets the done and nothing after it, and the authorizer hears `done`.
     @Test func aRevokeRacingTheEndNeverSendsAnErrorAfterDone() async throws {
-        /// Pushes the whole answer inside `start`, on the caller's thread: done is sent before `start` returns.
-        final class InstantEngine: ChatEngine {
+        /// Keeps each request's sink, for the test to finish the answer when it chooses.
+        final class HeldEngine: ChatEngine {
+            let sinks = Mutex<[any ChatEventSink]>([])
             func stream(model: String, request: ChatRequest) -> AsyncThrowingStream<ChatEngineEvent, any Error> {
                 AsyncThrowingStream { $0.finish() }
             }
             func start(model: String, request: ChatRequest, sink: any ChatEventSink) -> ChatStreamHandle {
-                sink.events([.text("a"), .finished(.stop, Usage(promptTokens: 1, completionTokens: 1))])
-                sink.ended(nil)
+                self.sinks.withLock { $0.append(sink) }
                 return ChatStreamHandle {}
             }
         }
@@ -442,11 +442,19 @@ import Testing
         let guest = hub.messenger(for: testKey(2), relation: { _ in .contact })
         let inbox = Inbox(guest)
         let authorizer = Outcomes()
-        let server = InferenceServer(engine: InstantEngine(), runtime: FakeRuntime(), messenger: host, authorizer: authorizer)
+        let engine = HeldEngine()
+        let server = InferenceServer(engine: engine, runtime: FakeRuntime(), messenger: host, authorizer: authorizer)
         for i in 0..<40 {
-            await server.handleRequest(InferRequest(id: "r\(i)", model: "qwen2.5:7b", messages: [.user("hi")]),
-                                       from: testKey(2), channel: .contact)
-            await server.cancelAll(from: testKey(2), error: .notGranted)
+            server.handleRequest(InferRequest(id: "r\(i)", model: "qwen2.5:7b", messages: [.user("hi")]),
+                                 from: testKey(2), channel: .contact)
+            let sink = try #require(engine.sinks.withLock { $0.last })
+            // As in one pass of the engine's loop: the answer finishes (done is sent, the end is deferred to the
+            // pass's end), and a revoke on another path gets the lock first.
+            DeferredWakes.batch {
+                sink.events([.text("a"), .finished(.stop, Usage(promptTokens: 1, completionTokens: 1))])
+                sink.ended(nil)
+                server.cancelAll(from: testKey(2), error: .notGranted)
+            }
         }
         for i in 0..<40 {
             let got = await inbox.finished("r\(i)")
@@ -454,6 +462,9 @@ import Testing
             let endings = inbox.inference("r\(i)").filter { if case .inferChunk = $0 { false } else if case .inferAccept = $0 { false } else { true } }
             #expect(endings.count == 1, "r\(i): \(got)")
         }
+        let outcomes = authorizer.ended.withLock { $0 }
+        #expect(outcomes.count == 40)
+        #expect(outcomes.allSatisfy { if case .done = $0 { true } else { false } })
         #expect(authorizer.ended.withLock { $0 }.allSatisfy { if case .done = $0 { true } else { false } })
     }
 }
