@@ -3,6 +3,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseStore
 import HomebaseTransport
+import Synchronization
 import Testing
 @testable import HomebaseNode
 @testable import RelayService
@@ -191,6 +192,38 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         // A later batch replaying either is dropped too: the ids were committed.
         b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: second[...])])
         #expect(b.dropCounts["replay"] == 2)
+    }
+
+    @Test func anInlineHandlerTakesMessagesWhereTheyArriveInOrder() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let taken = Mutex<[Message]>([])
+        // Takes cancels, leaves the rest to `inbound`.
+        b.setInlineHandler { inbound in
+            guard case .inferCancel = inbound.message else { return false }
+            taken.withLock { $0.append(inbound.message) }
+            return true
+        }
+        let one = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .syncDelta))
+        let other = try #require(a.seal(.advertRequest, to: b.publicKey, channel: .syncDelta))
+        let two = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .syncDelta))
+        b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: one[...]),
+                  .deliver(sender: a.publicKey, deliveryID: 0, payload: other[...]),
+                  .deliver(sender: a.publicKey, deliveryID: 0, payload: one[...]),
+                  .deliver(sender: a.publicKey, deliveryID: 0, payload: two[...])])
+        // Taken before `handle` returned, in order, the replay not among them (the replay rule comes first).
+        #expect(taken.withLock { $0 } == [.inferCancel(id: "1"), .inferCancel(id: "2")])
+        #expect(b.dropCounts["replay"] == 1)
+        #expect(await nextInbound(b)?.message == .advertRequest)
+        // Without a handler, everything goes to `inbound` again.
+        b.setInlineHandler(nil)
+        let three = try #require(a.seal(.inferCancel(id: "3"), to: b.publicKey, channel: .syncDelta))
+        b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: three[...])])
+        #expect(await nextInbound(b)?.message == .inferCancel(id: "3"))
+        #expect(taken.withLock { $0 }.count == 2)
     }
 
     @Test func relayRestartIsSurvivedWithReconnect() async throws {

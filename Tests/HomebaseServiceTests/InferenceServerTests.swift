@@ -47,6 +47,24 @@ import Testing
         await h.stop()
     }
 
+    @Test func aRequestIsAdmittedWhereItArrivesSoItsAcceptIsSentWithinTheSend() async throws {
+        let engine = FakeEngine([.waitForGate, .text("x"), .finish(.stop, nil)])
+        let (h, phone) = try Self.setUp(engine: engine)
+        h.request("w1", from: phone.messenger)
+        _ = await phone.inbox.first("the first accept") { if case .inferAccept = $0 { true } else { false } }
+        // The daemon runs, so its inline handler is set: the loopback delivers on the sender's thread, as the
+        // relay link's thread would, and the server admits the request right there. Through `inbound` (a task
+        // and the daemon's actor), the accept would come later.
+        h.request("w2", from: phone.messenger)
+        let accepts = h.hub.sent.filter { $0.from == h.homebase && $0.type == "infer.accept" }
+        #expect(accepts.count == 2)
+        #expect(h.daemon.inference.activeCount == 2)
+        engine.gate.open()
+        engine.gate.open()
+        _ = await phone.inbox.finished("w2")
+        await h.stop()
+    }
+
     @Test func optionsReachTheEngine() async throws {
         let (h, phone) = try Self.setUp()
         var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
