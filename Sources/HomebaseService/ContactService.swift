@@ -84,10 +84,12 @@ public final class ContactService: Sendable {
         case .contactJoin(let name):
             await self.join(from: sender, name: name)
         case .contactLeave:
-            // Streams first: one that has just finished still records its usage, which the removal then
-            // deletes with the guest, instead of leaving a row for a guest who is gone.
+            // Streams first: one that has just finished still records its usage (written in the background: it
+            // is waited for), which the removal then deletes with the guest, instead of leaving a row for a guest
+            // who is gone.
             guard self.registry.record(for: sender) != nil else { return }
             self.inference.cancelAll(from: sender)
+            await self.authorizer.usageWritten()
             do {
                 guard try self.registry.remove(guest: sender) else { return }
             } catch {

@@ -1,3 +1,4 @@
+import Dispatch
 import HomebaseCore
 import Synchronization
 
@@ -13,7 +14,7 @@ import Synchronization
 ///   falls back on-device, and the allowance returns at midnight UTC);
 /// - then the conversation cache: a follow-up whose prefix is not held gets `cache_miss`.
 /// Usage (requests, prompt and completion tokens from the runtime's `usage`) is added per guest and day once
-/// `infer.done` was sent; an answer the guest cut short (cancel, gone) counts the pieces streamed until then as
+/// `infer.done` was sent (written in the background, in order, moments later: `usageWritten()`); an answer the guest cut short (cancel, gone) counts the pieces streamed until then as
 /// completion tokens, so cancelling just before the end does not read answers free; failed requests and
 /// requests stopped by the host cost nothing.
 public final class GuestAuthorizer: InferenceAuthorizer {
@@ -32,6 +33,9 @@ public final class GuestAuthorizer: InferenceAuthorizer {
     private let clock: ServiceClock
     private let logger: Logger
     private let activity = Mutex<[PublicKey: Activity]>([:])
+    /// Usage rows are written here, in order, off the caller's thread: `ended` runs on the engine's I/O thread,
+    /// where a synced commit would hold up every stream's reads. (Tests suspend it to hold writes back.)
+    let usageWriter = DispatchQueue(label: "homebase.guest-usage")
 
     public init(directory: PeerDirectory, registry: GuestRegistry, cache: ConversationCache = ConversationCache(),
                 clock: ServiceClock = .system, logger: Logger = .discard()) {
@@ -117,15 +121,26 @@ public final class GuestAuthorizer: InferenceAuthorizer {
         case .failed, .cancelled: return
         }
         let nowMs = self.clock.nowMs()
-        do {
-            try self.registry.recordUsage(guest: sender, usage: usage, nowMs: nowMs)
-        } catch {
-            self.logger.error("cannot record guest usage", metadata: ["guest": sender.short, "error": "\(error)"])
+        let (registry, logger) = (self.registry, self.logger)
+        self.usageWriter.async {
+            do {
+                try registry.recordUsage(guest: sender, usage: usage, nowMs: nowMs)
+            } catch {
+                logger.error("cannot record guest usage", metadata: ["guest": sender.short, "error": "\(error)"])
+            }
         }
         if let id = request.conversation?.id, let answer {
             self.cache.store(guest: sender, id: id,
                              messages: request.messages + [ChatMessage(role: "assistant", content: answer)],
                              nowMs: nowMs)
+        }
+    }
+
+    /// Returns once the usage of every answer ended so far is written: a guest's removal, which deletes its rows,
+    /// waits for this, so no row is written back after it.
+    public func usageWritten() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            self.usageWriter.async { done.resume() }
         }
     }
 

@@ -344,12 +344,23 @@ extension Message {
         let h = try Harness(engine: engine)
         h.start()
         let g = try await h.grantedGuest(0x2C)
+        let authorizer = try h.contacts.authorizer
         h.guestRequest("v1", from: g.messenger)
         _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
+        // An answer that has just finished, its usage write held back (as a slow disk would): the leave must wait
+        // for it before removing the guest.
+        authorizer.usageWriter.suspend()
+        authorizer.ended(InferRequest(id: "v0", model: "qwen2.5:7b", messages: [.user("hi")]), from: g.key,
+                         channel: .contact, outcome: .done(answer: nil, usage: Usage(promptTokens: 3, completionTokens: 4)))
         g.messenger.send(.contactLeave, to: h.homebase, channel: .contact, store: false)
         await eventually("stream stopped") { engine.cancellations == 1 }
-        // Streams are stopped first, then the guest is removed (with any usage they recorded).
+        try await Task.sleep(for: .milliseconds(50))
+        authorizer.usageWriter.resume()
+        // Streams are stopped first, usage written, then the guest is removed with it: no row is left behind by
+        // a write that came after the removal.
         await eventually("forgotten") { (try? h.contacts.registry.isContact(g.key)) == false }
+        await authorizer.usageWritten()
+        #expect((try? h.contacts.registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 0)
         await h.stop()
     }
 
