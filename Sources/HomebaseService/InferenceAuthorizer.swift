@@ -35,6 +35,10 @@ public enum InferenceOutcome: Sendable, Equatable {
 /// Decides who may run a model, per (sender, channel, model). The inference server asks it first, before it
 /// spends anything on the request. The contact channel plugs its grant check, per-guest limits, accounting
 /// and conversation cache in here; the hooks after `authorize` have defaults that do nothing.
+///
+/// Every hook runs under the inference server's lock, on the thread that called the server (the relay link's
+/// and the engine's I/O threads, mostly): it must be quick (a read, no synced commit, no waiting) and must not
+/// call back into the server, whose lock is not reentrant.
 public protocol InferenceAuthorizer: Sendable {
     func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization
     /// After `authorize` allowed and the request passed validation: the messages to serve, or a refusal.

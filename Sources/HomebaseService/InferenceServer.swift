@@ -14,7 +14,7 @@ import Synchronization
 /// queued requests are accepted too: accept means admitted, and the client's first-output watchdog covers the
 /// wait — then stream: coalesced `infer.chunk`s with `seq` 0…n-1 and `infer.done` with the count, or one
 /// `infer.error`. All replies are live sends. The streaming itself is an `InferenceStream` per request, fed by
-/// the engine on the engine's own thread: this actor admits, starts and ends requests, and hears nothing per read.
+/// the engine on the engine's own thread: the server admits, starts and ends requests, and hears nothing per read.
 ///
 /// A request ends early, silently, on `infer.cancel` from its sender or a failed RECEIPT for its accept or one
 /// of its chunks (the requester is gone): its stream is stopped, which aborts the HTTP request, and its
@@ -22,10 +22,12 @@ import Synchronization
 ///
 /// Synchronous, on the caller's thread: the relay link's thread admits a batch of requests itself (their
 /// accepts leave in the batch's one write, `PeerMessenger.setInlineHandler`), and the engine's thread ends the
-/// answers of one pass and starts queued requests at the pass's end. No task, no hop onto an executor thread,
-/// per request. The decisions run under one lock (`Core`); what they set off that calls back (a stream's end,
-/// a failed RECEIPT) is queued and handled after the lock is let go, by the thread that let it go or, from
-/// another thread, at the end of that thread's `DeferredWakes` batch.
+/// answers of one pass and starts queued requests at the pass's end: no task and no hop onto an executor
+/// thread per request. The decisions run under one lock (`Core`), so the authorizer's hooks run under it, on
+/// those I/O threads: they must be quick and must not call back into the server. What a decision sets off that
+/// calls back (a stream's end, a failed RECEIPT) is queued and handled after the lock is let go: by the thread
+/// that let it go, at the end of the calling thread's `DeferredWakes` batch, or, outside any batch (a RECEIPT
+/// told inside a stream's send), by a task.
 public final class InferenceServer: Sendable {
     /// A job's identity. Its hash is taken once, when it is made: a request's key is looked up about a dozen
     /// times (jobs, the at-most-once set, its sends and its end), and each full hash of a 32-byte key and a
@@ -109,9 +111,14 @@ public final class InferenceServer: Sendable {
         self.withCore { $0.handleRequest(request, from: sender, channel: channel) }
     }
 
-    /// `infer.cancel` from `sender`: stops the request if that sender owns it; sends nothing.
+    /// `infer.cancel` from `sender`: stops the request if that sender owns it; sends nothing. The id is
+    /// remembered, so a request that comes after its cancel (it was delayed on its way) is not served.
     public func handleCancel(id: String, from sender: PublicKey) {
-        self.withCore { $0.end(Key(sender: sender, id: id), chargeStreamed: true) }
+        self.withCore { core in
+            let key = Key(sender: sender, id: id)
+            core.end(key, chargeStreamed: true)
+            core.remember(key)
+        }
     }
 
     /// Cancels every request (the daemon is stopping). Nothing more is sent for them, and requests that still
@@ -132,9 +139,9 @@ public final class InferenceServer: Sendable {
         self.withCore { $0.cancelAll(from: sender, error: error) }
     }
 
-    /// A stream's end, told on the engine's thread: handled at the end of the engine's loop pass
-    /// (`DeferredWakes`), the ends of one pass together.
-    func streamEndedOffActor(_ end: InferenceStream.End, key: Key, token: UInt64) {
+    /// A stream's end, as the stream tells it (`postpone`): on the engine's thread, handled at the end of its
+    /// loop pass (`DeferredWakes`), the ends of one pass together.
+    func streamEndedElsewhere(_ end: InferenceStream.End, key: Key, token: UInt64) {
         self.postpone(.ended(end, key: key, token: token))
     }
 
@@ -450,7 +457,7 @@ extension InferenceServer {
                                 channel: channel, store: false)
         }
 
-        private func remember(_ key: Key) {
+        func remember(_ key: Key) {
             guard key.id.utf8.count <= self.limits.maxRememberedIDBytes, self.remembered.insert(key).inserted else {
                 return
             }

@@ -7,7 +7,7 @@ import Synchronization
 /// numbers, the kept answer, and the final `infer.chunk`s and `infer.done` (Protocol/messages.md §2).
 ///
 /// The engine pushes each read here from its own thread (`ChatEngine.start`): a read costs a lock and the
-/// sends, not a hop onto the server's actor. The server hears only the end, once, through `onEnd`; it stops
+/// sends, not a call into the server. The server hears only the end, once, through `onEnd`; it stops
 /// the stream with `stop()` (cancel, requester gone, revoke), after which nothing more is sent. Sends happen
 /// under the lock, so a chunk can never follow the end or overtake an earlier chunk.
 final class InferenceStream: ChatEventSink {

@@ -65,6 +65,18 @@ import Testing
         await h.stop()
     }
 
+    @Test func aRequestThatComesAfterItsCancelIsNotServed() async throws {
+        let (h, phone) = try Self.setUp()
+        // The cancel overtook its request (the request was held up on its way): the id is spent.
+        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
+        h.request("k1", from: phone.messenger)
+        h.request("k2", from: phone.messenger)
+        _ = await phone.inbox.finished("k2")
+        #expect(phone.inbox.inference("k1").isEmpty)
+        #expect(engine(h).calls == 1)
+        await h.stop()
+    }
+
     @Test func optionsReachTheEngine() async throws {
         let (h, phone) = try Self.setUp()
         var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
@@ -333,17 +345,17 @@ import Testing
     @Test func endsToldInOnePassOfTheEngineCostOneHop() async throws {
         let (h, phone) = try Self.setUp()
         let server = h.daemon.inference
-        // Five streams ending within one pass of the engine's loop (as paced reads make them): one hop onto the
-        // actor handles them all. (Unknown jobs: each end is then ignored, as a late one would be.)
+        // Five streams ending within one pass of the engine's loop (as paced reads make them): one pass of the
+        // server's deferred work handles them all. (Unknown jobs: each end is then ignored, as a late one would be.)
         DeferredWakes.batch {
             for i in 0..<5 {
-                server.streamEndedOffActor(.failed(nil), key: .init(sender: phone.key, id: "e\(i)"), token: 999)
+                server.streamEndedElsewhere(.failed(nil), key: .init(sender: phone.key, id: "e\(i)"), token: 999)
             }
         }
-        await eventually("the hop") { server.endHops.load(ordering: .relaxed) == 1 }
-        // One outside a pass goes at once, in a hop of its own.
-        server.streamEndedOffActor(.failed(nil), key: .init(sender: phone.key, id: "e5"), token: 999)
-        await eventually("the second hop") { server.endHops.load(ordering: .relaxed) == 2 }
+        await eventually("the pass") { server.endHops.load(ordering: .relaxed) == 1 }
+        // One outside a pass goes in a pass of its own (a task).
+        server.streamEndedElsewhere(.failed(nil), key: .init(sender: phone.key, id: "e5"), token: 999)
+        await eventually("the second pass") { server.endHops.load(ordering: .relaxed) == 2 }
         // And a real answer still ends normally through it.
         h.request("e6", from: phone.messenger)
         guard case .inferDone = await phone.inbox.finished("e6").last else { Issue.record("e6 not done"); return }
