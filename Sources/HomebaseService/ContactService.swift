@@ -88,11 +88,17 @@ public final class ContactService: Sendable {
             // is waited for), which the removal then deletes with the guest, instead of leaving a row for a guest
             // who is gone.
             guard self.registry.record(for: sender) != nil else { return }
+            // No request of its is admitted from here on (they arrive on the relay link's thread meanwhile).
+            self.authorizer.startLeaving(guest: sender)
             self.inference.cancelAll(from: sender)
             await self.authorizer.usageWritten()
             do {
-                guard try self.registry.remove(guest: sender) else { return }
+                guard try self.registry.remove(guest: sender) else {
+                    self.authorizer.forget(guest: sender)
+                    return
+                }
             } catch {
+                self.authorizer.forget(guest: sender)
                 self.logger.error("cannot remove a guest", metadata: ["guest": sender.short, "error": "\(error)"])
                 return
             }

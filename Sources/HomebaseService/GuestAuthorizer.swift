@@ -33,9 +33,12 @@ public final class GuestAuthorizer: InferenceAuthorizer {
     private let clock: ServiceClock
     private let logger: Logger
     private let activity = Mutex<[PublicKey: Activity]>([:])
-    /// Usage rows are written here, in order, off the caller's thread: `ended` runs on the engine's I/O thread,
-    /// where a synced commit would hold up every stream's reads. (Tests suspend it to hold writes back.)
+    /// Usage rows are written here, in order, off the caller's thread: `ended` runs under the inference server's
+    /// lock on an I/O thread, where a commit would hold up every stream. (Tests suspend it to hold writes back.)
     let usageWriter = DispatchQueue(label: "homebase.guest-usage")
+    /// Guests whose `contact.leave` is being handled: their requests get no answer from now on, though their row
+    /// is removed only once their streams are stopped and their usage written (`ContactService`).
+    private let leaving = Mutex<Set<PublicKey>>([])
 
     public init(directory: PeerDirectory, registry: GuestRegistry, cache: ConversationCache = ConversationCache(),
                 clock: ServiceClock = .system, logger: Logger = .discard()) {
@@ -48,6 +51,7 @@ public final class GuestAuthorizer: InferenceAuthorizer {
 
     public func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization {
         guard channel == .contact else { return self.siblings.authorize(sender: sender, channel: channel, model: model) }
+        if self.leaving.withLock({ $0.contains(sender) }) { return .ignore }
         let record: GuestRecord?
         do {
             // The row as stored now: an owner's revoke from the CLI counts before the daemon's next reload.
@@ -144,10 +148,16 @@ public final class GuestAuthorizer: InferenceAuthorizer {
         }
     }
 
-    /// Forgets `guest`'s rate window and conversations (revoked or left). Its active count drops as its
+    /// From now on `guest`'s requests get no answer, until `forget(guest:)`: it is leaving (`contact.leave`).
+    public func startLeaving(guest: PublicKey) {
+        self.leaving.withLock { _ = $0.insert(guest) }
+    }
+
+    /// Forgets `guest`'s rate window, conversations and leaving mark (revoked or left). Its active count drops as its
     /// requests end.
     public func forget(guest: PublicKey) {
         self.cache.removeAll(guest: guest)
+        self.leaving.withLock { _ = $0.remove(guest) }
         self.activity.withLock { all in
             guard var a = all[guest] else { return }
             a.recent = []

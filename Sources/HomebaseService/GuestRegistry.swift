@@ -316,8 +316,14 @@ public final class GuestRegistry: Sendable {
 
     /// Adds one served request's usage to `guest`'s day. Does not bump `state_version`: only the daemon writes
     /// usage, and nothing needs reloading for it.
+    ///
+    /// Committed without an fsync (`.normal`): it survives a crash of the process at once, and power loss from
+    /// the next synced commit, checkpoint or sync of the WAL on (the replay ids' sync each second covers it,
+    /// `SeenMessageStore.sync`: every guest request records one).
+    /// Meanwhile the database's lock is held for the write alone, not an fsync, so the inference server's
+    /// reads of the registry on its I/O threads do not wait for the disk.
     public func recordUsage(guest: PublicKey, usage: Usage, nowMs: UInt64) throws {
-        try self.database.execute(
+        try self.database.transaction(synchronous: .normal) { c in try c.execute(
             """
             INSERT INTO guest_usage(pk, day, requests, prompt_tokens, completion_tokens) VALUES (?, ?, 1, ?, ?)
             ON CONFLICT(pk, day) DO UPDATE SET requests = requests + 1,
@@ -325,7 +331,7 @@ public final class GuestRegistry: Sendable {
                 completion_tokens = completion_tokens + excluded.completion_tokens
             """,
             [.text(guest.hex), .integer(Int64(clamping: nowMs / Self.dayMs)),
-             .integer(Int64(max(0, usage.promptTokens))), .integer(Int64(max(0, usage.completionTokens)))])
+             .integer(Int64(max(0, usage.promptTokens))), .integer(Int64(max(0, usage.completionTokens)))]) }
     }
 
     /// The owner's actions not yet handed to the relay, oldest first.

@@ -141,6 +141,8 @@ public actor HomebaseDaemon {
         await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         self.messenger.setInlineHandler(nil)
         self.inference.stopAll()
+        // Usage of answers that ended just before the stop is still being written.
+        await self.contacts?.authorizer.usageWritten()
     }
 
     /// Makes the replay ids recorded since the last sync durable (`seen`); a failure is logged, and the ids

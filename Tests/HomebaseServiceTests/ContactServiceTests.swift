@@ -364,6 +364,26 @@ extension Message {
         await h.stop()
     }
 
+    @Test func aLeavingGuestsRequestsGetNoAnswer() async throws {
+        let h = try Harness()
+        h.start()
+        let g = try await h.grantedGuest(0x2D)
+        let authorizer = try h.contacts.authorizer
+        // Between the leave's start and the guest's removal (streams stopped, usage written), a request that
+        // arrives on the relay link's thread must not be admitted: it would stream to a guest who is gone.
+        authorizer.startLeaving(guest: g.key)
+        h.guestRequest("l1", from: g.messenger)
+        h.guestRequest("l2", from: g.messenger)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(g.inbox.inference("l1").isEmpty && g.inbox.inference("l2").isEmpty)
+        #expect(h.daemon.inference.activeCount == 0)
+        // Forgotten (a failed removal clears the mark too): served again.
+        authorizer.forget(guest: g.key)
+        h.guestRequest("l3", from: g.messenger)
+        guard case .inferDone = await g.inbox.finished("l3").last else { Issue.record("l3 not done"); return }
+        await h.stop()
+    }
+
     @Test func theConversationCacheServesFollowUpsAndMissesAfterEviction() async throws {
         let h = try Harness()
         h.start()
