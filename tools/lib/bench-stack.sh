@@ -2,19 +2,7 @@
 # for an inference load on loopback. Expects `bin` (the build's bin directory) and a `pids` array that the
 # caller's cleanup kills.
 
-# wait_port LOG: the port from the "listening on HOST:PORT" line a server prints into LOG (10 s at most; on
-# timeout the log goes to stderr).
-wait_port() {
-    local port
-    for _ in $(seq 1 200); do
-        port=$(grep -oE 'listening on [^ ]+:[0-9]+' "$1" 2>/dev/null | head -n 1 | grep -oE '[0-9]+$' || true)
-        if [ -n "$port" ]; then echo "$port"; return 0; fi
-        sleep 0.05
-    done
-    echo "no 'listening on' line in $1:" >&2
-    cat "$1" >&2
-    return 1
-}
+. tools/lib/wait-port.sh
 
 # start_stack DIR ANSWER_TOKENS: a relay and the emulator (100 tokens/s, first token after 50 ms, answers of
 # ANSWER_TOKENS, MIN-MAX), logs in DIR, and a Homebase state in DIR/homebase initialised against them with
