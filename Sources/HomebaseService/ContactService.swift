@@ -88,21 +88,18 @@ public final class ContactService: Sendable {
             // is waited for), which the removal then deletes with the guest, instead of leaving a row for a guest
             // who is gone.
             guard self.registry.record(for: sender) != nil else { return }
-            // No request of its is admitted from here on (they arrive on the relay link's thread meanwhile).
+            // No request of its is admitted from here on (they arrive on the relay link's thread meanwhile); the
+            // mark goes with the rest of its state (`forget`) however this ends.
             self.authorizer.startLeaving(guest: sender)
+            defer { self.authorizer.forget(guest: sender) }
             self.inference.cancelAll(from: sender)
             await self.authorizer.usageWritten()
             do {
-                guard try self.registry.remove(guest: sender) else {
-                    self.authorizer.forget(guest: sender)
-                    return
-                }
+                guard try self.registry.remove(guest: sender) else { return }
             } catch {
-                self.authorizer.forget(guest: sender)
                 self.logger.error("cannot remove a guest", metadata: ["guest": sender.short, "error": "\(error)"])
                 return
             }
-            self.authorizer.forget(guest: sender)
             self.logger.info("guest left", metadata: ["guest": sender.short])
         case .advertRequest:
             guard self.registry.record(for: sender)?.isServable(nowMs: self.clock.nowMs()) == true else { return }

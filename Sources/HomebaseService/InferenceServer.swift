@@ -83,7 +83,7 @@ public final class InferenceServer: Sendable {
     /// holder, who handles it after letting go, rather than waiting for the lock it holds.
     private let holder = Atomic<UInt>(0)
     /// Passes made to handle deferred work (tests count them: the ends of one engine pass take one).
-    let endHops = Atomic<Int>(0)
+    let deferredPasses = Atomic<Int>(0)
 
     public init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
                 authorizer: any InferenceAuthorizer, limits: InferenceLimits = InferenceLimits(),
@@ -139,12 +139,6 @@ public final class InferenceServer: Sendable {
         self.withCore { $0.cancelAll(from: sender, error: error) }
     }
 
-    /// A stream's end, as the stream tells it (`postpone`): on the engine's thread, handled at the end of its
-    /// loop pass (`DeferredWakes`), the ends of one pass together.
-    func streamEndedElsewhere(_ end: InferenceStream.End, key: Key, token: UInt64) {
-        self.postpone(.ended(end, key: key, token: token))
-    }
-
     // MARK: The lock
 
     /// Runs `body` under the lock, then handles what it deferred.
@@ -162,7 +156,7 @@ public final class InferenceServer: Sendable {
     /// of this thread's batch (`DeferredWakes`: one pass for all the items of an engine pass, or of a batch of
     /// relay frames), or else by a task: never right here, since the caller may hold a lock of its own (a
     /// RECEIPT told inside a stream's send).
-    fileprivate func postpone(_ item: Deferred) {
+    func postpone(_ item: Deferred) {
         let first = self.deferred.withLock { queue in
             queue.append(item)
             return queue.count == 1
@@ -187,7 +181,7 @@ public final class InferenceServer: Sendable {
                 return queue
             }
             guard !items.isEmpty else { return }
-            self.endHops.add(1, ordering: .relaxed)
+            self.deferredPasses.add(1, ordering: .relaxed)
             DeferredWakes.batch {
                 self.core.withLock { core in
                     self.holder.store(Self.currentThread, ordering: .relaxed)

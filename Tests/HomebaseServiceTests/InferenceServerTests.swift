@@ -349,18 +349,18 @@ import Testing
         // server's deferred work handles them all. (Unknown jobs: each end is then ignored, as a late one would be.)
         DeferredWakes.batch {
             for i in 0..<5 {
-                server.streamEndedElsewhere(.failed(nil), key: .init(sender: phone.key, id: "e\(i)"), token: 999)
+                server.postpone(.ended(.failed(nil), key: .init(sender: phone.key, id: "e\(i)"), token: 999))
             }
         }
-        await eventually("the pass") { server.endHops.load(ordering: .relaxed) == 1 }
+        await eventually("the pass") { server.deferredPasses.load(ordering: .relaxed) == 1 }
         // One outside a pass goes in a pass of its own (a task).
-        server.streamEndedElsewhere(.failed(nil), key: .init(sender: phone.key, id: "e5"), token: 999)
-        await eventually("the second pass") { server.endHops.load(ordering: .relaxed) == 2 }
+        server.postpone(.ended(.failed(nil), key: .init(sender: phone.key, id: "e5"), token: 999))
+        await eventually("the second pass") { server.deferredPasses.load(ordering: .relaxed) == 2 }
         // And a real answer still ends normally through it.
         h.request("e6", from: phone.messenger)
         guard case .inferDone = await phone.inbox.finished("e6").last else { Issue.record("e6 not done"); return }
         await eventually("slot freed") { server.activeCount == 0 }
-        #expect(server.endHops.load(ordering: .relaxed) == 3)
+        #expect(server.deferredPasses.load(ordering: .relaxed) == 3)
         await h.stop()
     }
 
