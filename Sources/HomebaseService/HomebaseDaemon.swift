@@ -205,8 +205,9 @@ public actor HomebaseDaemon {
         }
     }
 
-    /// Handles one inbound message.
+    /// Handles one inbound message (`infer.*` as the inline path does, for a messenger without one).
     public func dispatch(_ inbound: InboundMessage) async {
+        if self.takeInline(inbound) { return }
         let sender = inbound.sender
         switch inbound.channel {
         case .syncDelta:
@@ -219,8 +220,6 @@ public actor HomebaseDaemon {
             // an older roster.
             guard self.directory.relation(of: sender).isSibling else { return }
             switch inbound.message {
-            case .inferRequest, .inferCancel:
-                self.dispatchInference(inbound)
             case .advertRequest:
                 self.adverts.answerRequest(from: sender, channel: .syncDelta)
             default:
@@ -229,8 +228,6 @@ public actor HomebaseDaemon {
             }
         case .contact:
             switch inbound.message {
-            case .inferRequest, .inferCancel:
-                self.dispatchInference(inbound)
             case .contactJoin, .contactLeave, .advertRequest:
                 await self.contacts?.handle(inbound)
             default:
@@ -242,38 +239,20 @@ public actor HomebaseDaemon {
         }
     }
 
-    /// The inline path (`PeerMessenger.setInlineHandler`): takes `infer.request` and `infer.cancel`, on the thread
-    /// that received them; everything else goes on to `dispatch`.
+    /// The inline path (`PeerMessenger.setInlineHandler`), and `dispatch`'s first step: takes `infer.request`
+    /// and `infer.cancel` to the inference server, on the thread that received them; everything else goes on to
+    /// `dispatch`. Who may ask is the messenger's entitlement rule and then the server's authorizer (siblings by
+    /// the roster on sync_delta, guests by their grant on contact); a cancel reaches only its sender's requests.
     private nonisolated func takeInline(_ inbound: InboundMessage) -> Bool {
-        switch inbound.message {
-        case .inferRequest, .inferCancel:
-            self.dispatchInference(inbound)
-            return true
-        default:
-            return false
-        }
-    }
-
-    /// `infer.request` or `infer.cancel` to the inference server: on sync_delta from a sibling only (the
-    /// messenger applied the entitlement rule; this checks again, cheaply, in case it is wired to an older
-    /// roster); on contact from anyone, the server's `GuestAuthorizer` checking the grant.
-    private nonisolated func dispatchInference(_ inbound: InboundMessage) {
-        switch inbound.channel {
-        case .syncDelta:
-            guard self.directory.relation(of: inbound.sender).isSibling else { return }
-        case .contact:
-            break
-        case .unknown:
-            return
-        }
         switch inbound.message {
         case .inferRequest(let request):
             self.inference.handleRequest(request, from: inbound.sender, channel: inbound.channel)
         case .inferCancel(let id):
             self.inference.handleCancel(id: id, from: inbound.sender)
         default:
-            break
+            return false
         }
+        return true
     }
 
     /// Re-reads the roster and settings if another process changed the state database.

@@ -77,6 +77,24 @@ import Testing
         await h.stop()
     }
 
+    @Test func onlySiblingsOnSyncDeltaAreServedWhateverReachesTheServer() async throws {
+        let (h, phone) = try Self.setUp()
+        // The messenger's entitlement rule already drops these; the server's authorizer decides again, so a
+        // messenger wired to an older roster (or a channel it let through) serves no one it should not.
+        let stranger = testKey(0x5A)
+        h.daemon.inference.handleRequest(InferRequest(id: "s1", model: "qwen2.5:7b", messages: [.user("hi")]),
+                                         from: stranger, channel: .syncDelta)
+        h.daemon.inference.handleRequest(InferRequest(id: "s2", model: "qwen2.5:7b", messages: [.user("hi")]),
+                                         from: phone.key, channel: .unknown(0x7F))
+        #expect(h.hub.sent.filter { $0.from == h.homebase && $0.type.hasPrefix("infer.") }.isEmpty)
+        #expect(engine(h).calls == 0)
+        // The sibling on sync_delta is served.
+        h.request("s3", from: phone.messenger)
+        guard case .inferDone = await phone.inbox.finished("s3").last else { Issue.record("s3 not done"); return }
+        #expect(engine(h).calls == 1)
+        await h.stop()
+    }
+
     @Test func optionsReachTheEngine() async throws {
         let (h, phone) = try Self.setUp()
         var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
