@@ -1,6 +1,12 @@
-# Sourced by the bench scripts: build_product CONFIG PRODUCT builds one product (`swift build` honours only
-# the last --product flag) and prints its last line; when the build fails, its whole output goes to stderr
-# (a missing -dev package or a compile error), and the caller's `set -e` stops the script.
+# Sourced by the bench scripts: build_products CONFIG PRODUCT... builds each product, one `swift build` each
+# (it honours only the last --product flag), printing each build's last line; when one fails, its whole output
+# goes to stderr (a missing -dev package or a compile error), and the caller's `set -e` stops the script.
+build_products() {
+    local config=$1 product
+    shift
+    for product in "$@"; do build_product "$config" "$product"; done
+}
+
 build_product() {
     local log
     log=$(mktemp /tmp/build-product.XXXXXX)
