@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseTransport
 import Synchronization
 
 /// An in-memory stand-in for the relay and the envelope layer, for tests of node logic without sockets.
@@ -97,7 +98,7 @@ public final class LoopbackMessenger: PeerMessenger {
     private let hub: LoopbackMessengerHub
     private let relation: RelationLookup
     private let connected = Atomic<Bool>(false)
-    private let inlineHandler = Mutex<(@Sendable (InboundMessage) -> Bool)?>(nil)
+    private let inlineHandler = CallbackSlot<InboundMessage, Bool>()
 
     init(publicKey: PublicKey, hub: LoopbackMessengerHub, relation: @escaping RelationLookup) {
         self.publicKey = publicKey
@@ -127,11 +128,11 @@ public final class LoopbackMessenger: PeerMessenger {
         guard (try? receiver.checkEntitlement(channel: message.channel, messageType: message.message.type,
                                                relation: self.relation(message.sender))) != nil else { return }
         // On the sender's thread, as the relay link's thread would: the handler runs inside the sender's `send`.
-        if let inline = self.inlineHandler.withLock({ $0 }), inline(message) { return }
+        if let inline = self.inlineHandler.current, inline(message) { return }
         self.inboundContinuation.yield(message)
     }
 
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
-        self.inlineHandler.withLock { $0 = handler }
+        self.inlineHandler.set(handler)
     }
 }

@@ -22,7 +22,7 @@ public final class RelayMessenger: PeerMessenger {
     private let receiver: EnvelopeReceiver
     private let state = Mutex(State())
     private let linkBox = Mutex<RelayLink?>(nil)
-    private let inlineHandler = Mutex<(@Sendable (InboundMessage) -> Bool)?>(nil)
+    private let inlineHandler = CallbackSlot<InboundMessage, Bool>()
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -64,7 +64,7 @@ public final class RelayMessenger: PeerMessenger {
     private var link: RelayLink? { self.linkBox.withLock { $0 } }
 
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
-        self.inlineHandler.withLock { $0 = handler }
+        self.inlineHandler.set(handler)
     }
 
     public var isConnected: Bool { self.link?.isConnected ?? false }
@@ -242,7 +242,7 @@ public final class RelayMessenger: PeerMessenger {
             }
             fresh = (try? seen.insertIfNew(entries)) ?? Array(repeating: false, count: opened.count)
         }
-        let inline = self.inlineHandler.withLock { $0 }
+        let inline = self.inlineHandler.current
         for (item, isFresh) in zip(opened, fresh) {
             if isFresh {
                 if let inline, inline(item) { continue }

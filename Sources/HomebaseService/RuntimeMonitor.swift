@@ -58,7 +58,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     private let state: Mutex<State>
     private let wakeup = Wakeup()
     /// Called after every probe's status is stored, changed or not (`observe`).
-    private let observer = Mutex<(@Sendable () -> Void)?>(nil)
+    private let observer = CallbackSlot<Void, Void>()
 
     /// - Parameters:
     ///   - endpoint: the configured Ollama URL (`HomebaseSettings.ollamaURL`).
@@ -96,7 +96,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// that would otherwise poll it; `changes` is the one consumer's stream of what changed. Replaces an earlier
     /// observer. It runs on the monitor's task and must not block.
     public func observe(_ onStatus: @escaping @Sendable () -> Void) {
-        self.observer.withLock { $0 = onStatus }
+        self.observer.set { _ in onStatus() }
     }
 
     /// New pins apply at once: a probe soon loads the ones that are cold. Unpinned models are left to
@@ -212,7 +212,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
             return old.endpoint != status.endpoint || old.verified != status.verified
                 || old.available != status.available || old.version != status.version || old.models != status.models
         }
-        self.observer.withLock { $0 }?()
+        self.observer.current?(())
         guard changed else { return }
         self.logger.debug("Runtime status changed", metadata: [
             "runtime.available": "\(status.available)", "runtime.models": "\(status.models.count)",

@@ -49,6 +49,13 @@ func connectedMessenger(_ relay: LocalRelay, key: SigningSecretKey = .generate()
     return m
 }
 
+/// The address of a local in the caller's frame: where the stack stands at the call (it grows downwards).
+@inline(never)
+func stackDepthMarker() -> Int {
+    var local = 0
+    return withUnsafeMutablePointer(to: &local) { Int(bitPattern: $0) }
+}
+
 struct MessengerTestError: Error { let s: String; init(_ s: String) { self.s = s } }
 
 func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> InboundMessage? {
@@ -224,6 +231,33 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: three[...])])
         #expect(await nextInbound(b)?.message == .inferCancel(id: "3"))
         #expect(taken.withLock { $0 }.count == 2)
+    }
+
+    @Test func theInlineHandlerRunsNoDeeperAfterManyBatches() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await connectedMessenger(relay)
+        let b = try await connectedMessenger(relay)
+        defer { a.stop(); b.stop() }
+        let depths = Mutex<[Int]>([])
+        b.setInlineHandler { _ in
+            let depth = stackDepthMarker()
+            depths.withLock { $0.append(depth) }
+            return true
+        }
+        let frames = try (0..<1_000).map { i in
+            let sealed = try #require(a.seal(.inferCancel(id: "\(i)"), to: b.publicKey, channel: .syncDelta))
+            return RelayFrame.deliver(sender: a.publicKey, deliveryID: 0, payload: sealed[...])
+        }
+        // One batch at a time, on this thread, as the link's thread hands them over. The handler, kept in a Mutex of
+        // an optional closure, was wrapped in two more reabstraction thunks by every batch's read of it: the
+        // Homebase's requests ran ever deeper, and slower, until the link thread's stack overflowed.
+        for batch in stride(from: 0, to: frames.count, by: 2) {
+            b.handle(Array(frames[batch..<(batch + 2)]))
+        }
+        let seen = depths.withLock { $0 }
+        #expect(seen.count == 1_000)
+        #expect(abs(seen[0] - seen[seen.count - 1]) < 1_024, "the handler ran \(seen[0] - seen[seen.count - 1]) bytes deeper")
     }
 
     @Test func relayRestartIsSurvivedWithReconnect() async throws {

@@ -218,8 +218,8 @@ public final class DeviceSession: Sendable {
 
 /// Lets a messenger built before its session ask that session who a sender is.
 public final class RelationBox: Sendable {
-    private let lookup = Mutex<RelationLookup?>(nil)
+    private let lookup = CallbackSlot<PublicKey, SenderRelation>()
     public init() {}
-    public func set(_ lookup: @escaping RelationLookup) { self.lookup.withLock { $0 = lookup } }
-    public func relation(_ key: PublicKey) -> SenderRelation { self.lookup.withLock { $0 }?(key) ?? .stranger }
+    public func set(_ lookup: @escaping RelationLookup) { self.lookup.set(lookup) }
+    public func relation(_ key: PublicKey) -> SenderRelation { self.lookup.current?(key) ?? .stranger }
 }
