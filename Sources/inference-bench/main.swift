@@ -257,6 +257,13 @@ func threadDelta(_ before: [Int: ThreadSample], _ after: [Int: ThreadSample]) ->
     }.sorted { $0.cpuMs > $1.cpuMs }
 }
 
+/// The process's resident set (VmRSS), in KiB; nil if it cannot be read.
+func residentKB(_ pid: Int32?) -> Int? {
+    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+    return line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+}
+
 func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return .nan }
     let sorted = values.sorted()
@@ -395,6 +402,7 @@ func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
 }
 
 var roundResults: [Round] = []
+let residentBefore = residentKB(homebasePID)
 for round in 0..<rounds {
     let cpuBefore = (cpuMs(homebasePID), cpuMs(ollamaPID), cpuMs(relayPID))
     let threadsBefore = threadSamples(homebasePID)
@@ -413,6 +421,16 @@ for round in 0..<rounds {
         directWindowMs: nowMs() - directWindowStart, directSamples: directSamples,
         ollamaDirectCPU: delta(directCPUBefore, cpuMs(ollamaPID))))
 }
+let residentAfter = residentKB(homebasePID)
+/// Whether the Homebase's cost per round grows with the requests it has served (a long run: `--rounds 30` or more):
+/// the median of the first third of the rounds against that of the last third. A cost that grew with every request
+/// (a thunk chain read per batch) added half over 20,000 requests; rounds of one run otherwise agree within a few %.
+let drift: (first: Double, last: Double)? = {
+    guard rounds >= 6 else { return nil }
+    let cpu = roundResults.map { $0.homebaseCPU ?? .nan }
+    let third = rounds / 3
+    return (median(Array(cpu.prefix(third))), median(Array(cpu.suffix(third))))
+}()
 /// The round with the median figure against the same window (the lower middle one for an even count).
 let medianIndex = roundResults.indices.sorted {
     (roundResults[$0].percent ?? .infinity) < (roundResults[$1].percent ?? .infinity)
@@ -468,6 +486,9 @@ var report: [String: Any] = [
         "window_ms": round2(medianRound.windowMs), "through_homebase": stats(medianRound.samples),
         "homebase_cpu_ms": round2(medianRound.homebaseCPU ?? .nan), "emulator_cpu_ms": round2(medianRound.ollamaCPU ?? .nan),
         "relay_cpu_ms": round2(medianRound.relayCPU ?? .nan),
+        "homebase_rss_kb_before": residentBefore ?? -1, "homebase_rss_kb_after": residentAfter ?? -1,
+        "drift_first_third_homebase_cpu_ms": round2(drift?.first ?? .nan),
+        "drift_last_third_homebase_cpu_ms": round2(drift?.last ?? .nan),
         "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
         "homebase_cpu_percent_of_emulator_direct": round2(cpuPercentOfDirect ?? .nan),
         "target_percent_max": 10, "pass": allCompleted && (cpuPercent ?? .infinity) <= 10,
@@ -517,6 +538,14 @@ for (i, r) in roundResults.enumerated() {
     roundTable += "  \(i + 1)\(i == 0 ? " (first after start)" : ""): \(f(r.homebaseCPU)) / \(f(r.ollamaCPU)) / \(f(r.ollamaDirectCPU))"
         + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %"
         + "\(done == streamsPerRound ? "" : ", \(done) of \(streamsPerRound) completed")\n"
+}
+if let drift {
+    let change = (drift.last / drift.first - 1) * 100
+    roundTable += "Drift: Homebase ms per round, median of the first \(rounds / 3) rounds \(f(drift.first)), of the last"
+        + " \(rounds / 3) \(f(drift.last)) (\(change >= 0 ? "+" : "")\(String(format: "%.1f", change)) %)\n"
+}
+if let before = residentBefore, let after = residentAfter {
+    roundTable += "Homebase resident memory: \(before / 1024) MiB before the rounds, \(after / 1024) MiB after\n"
 }
 FileHandle.standardError.write(Data(roundTable.utf8))
 // Where the Homebase's CPU went during the median round's window, per thread name (schedstat, ns resolution).
