@@ -425,12 +425,17 @@ let residentAfter = residentKB(homebasePID)
 /// Whether the Homebase's cost per round grows with the requests it has served (a long run: `--rounds 30` or more):
 /// the median of the first third of the rounds against that of the last third. A cost that grew with every request
 /// (a thunk chain read per batch) added half over 20,000 requests; rounds of one run otherwise agree within a few %.
-let drift: (first: Double, last: Double)? = {
-    guard rounds >= 6 else { return nil }
-    let cpu = roundResults.map { $0.homebaseCPU ?? .nan }
-    let third = rounds / 3
-    return (median(Array(cpu.prefix(third))), median(Array(cpu.suffix(third))))
-}()
+func thirds(_ values: [Double?]) -> (first: Double, last: Double)? {
+    guard values.count >= 6 else { return nil }
+    let third = values.count / 3
+    let known = values.map { $0 ?? .nan }
+    return (median(Array(known.prefix(third))), median(Array(known.suffix(third))))
+}
+let drift = thirds(roundResults.map(\.homebaseCPU))
+/// The relay's too: the other long-running server on the path. And the emulator's, which serves every request
+/// afresh: its drift is the machine's, against which the other two read.
+let relayDrift = thirds(roundResults.map(\.relayCPU))
+let emulatorDrift = thirds(roundResults.map(\.ollamaCPU))
 /// The round with the median figure against the same window (the lower middle one for an even count).
 let medianIndex = roundResults.indices.sorted {
     (roundResults[$0].percent ?? .infinity) < (roundResults[$1].percent ?? .infinity)
@@ -477,7 +482,7 @@ var report: [String: Any] = [
         "per_round": roundResults.map {
             ["window_ms": round2($0.windowMs), "completed": $0.completed,
              "homebase_cpu_ms": round2($0.homebaseCPU ?? .nan), "emulator_cpu_ms": round2($0.ollamaCPU ?? .nan),
-             "emulator_cpu_ms_direct": round2($0.ollamaDirectCPU ?? .nan),
+             "emulator_cpu_ms_direct": round2($0.ollamaDirectCPU ?? .nan), "relay_cpu_ms": round2($0.relayCPU ?? .nan),
              "homebase_cpu_percent_of_emulator": round2($0.percent ?? .nan),
              "homebase_cpu_percent_of_emulator_direct": round2($0.percentOfDirect ?? .nan)] as [String: Any]
         },
@@ -489,6 +494,8 @@ var report: [String: Any] = [
         "homebase_rss_kb_before": residentBefore ?? -1, "homebase_rss_kb_after": residentAfter ?? -1,
         "drift_first_third_homebase_cpu_ms": round2(drift?.first ?? .nan),
         "drift_last_third_homebase_cpu_ms": round2(drift?.last ?? .nan),
+        "drift_first_third_relay_cpu_ms": round2(relayDrift?.first ?? .nan),
+        "drift_last_third_relay_cpu_ms": round2(relayDrift?.last ?? .nan),
         "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
         "homebase_cpu_percent_of_emulator_direct": round2(cpuPercentOfDirect ?? .nan),
         "target_percent_max": 10, "pass": allCompleted && (cpuPercent ?? .infinity) <= 10,
@@ -539,10 +546,11 @@ for (i, r) in roundResults.enumerated() {
         + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %"
         + "\(done == streamsPerRound ? "" : ", \(done) of \(streamsPerRound) completed")\n"
 }
-if let drift {
-    let change = (drift.last / drift.first - 1) * 100
-    roundTable += "Drift: Homebase ms per round, median of the first \(rounds / 3) rounds \(f(drift.first)), of the last"
-        + " \(rounds / 3) \(f(drift.last)) (\(change >= 0 ? "+" : "")\(String(format: "%.1f", change)) %)\n"
+for (name, d) in [("Homebase", drift), ("relay", relayDrift), ("emulator", emulatorDrift)] {
+    guard let d else { continue }
+    let change = (d.last / d.first - 1) * 100
+    roundTable += "Drift: \(name) ms per round, median of the first \(rounds / 3) rounds \(f(d.first)), of the last"
+        + " \(rounds / 3) \(f(d.last)) (\(change >= 0 ? "+" : "")\(String(format: "%.1f", change)) %)\n"
 }
 if let before = residentBefore, let after = residentAfter {
     roundTable += "Homebase resident memory: \(before / 1024) MiB before the rounds, \(after / 1024) MiB after\n"
