@@ -422,20 +422,29 @@ for round in 0..<rounds {
         ollamaDirectCPU: delta(directCPUBefore, cpuMs(ollamaPID))))
 }
 let residentAfter = residentKB(homebasePID)
-/// Whether the Homebase's cost per round grows with the requests it has served (a long run: `--rounds 30` or more):
-/// the median of the first third of the rounds against that of the last third. A cost that grew with every request
-/// (a thunk chain read per batch) added half over 20,000 requests; rounds of one run otherwise agree within a few %.
-func thirds(_ values: [Double?]) -> (first: Double, last: Double)? {
-    guard values.count >= 6 else { return nil }
-    let third = values.count / 3
-    let known = values.map { $0 ?? .nan }
-    return (median(Array(known.prefix(third))), median(Array(known.suffix(third))))
+/// Whether a process's cost per round grows with the requests served (a long run: `--rounds 30` or more): the median
+/// CPU of the first third of the rounds against that of the last third. A cost that grew with every request (a
+/// thunk chain read per batch) added half over 20,000 requests; rounds of one run otherwise agree within a few %.
+struct Drift {
+    let name: String
+    let roundsPerThird: Int
+    let first: Double
+    let last: Double
+    var changePercent: Double { (self.last / self.first - 1) * 100 }
+
+    init?(_ name: String, _ cpu: [Double?]) {
+        let known = cpu.compactMap { $0 }  // nil only when the process's CPU clock cannot be read
+        guard known.count >= 6 else { return nil }
+        self.name = name
+        self.roundsPerThird = known.count / 3
+        self.first = median(Array(known.prefix(self.roundsPerThird)))
+        self.last = median(Array(known.suffix(self.roundsPerThird)))
+    }
 }
-let drift = thirds(roundResults.map(\.homebaseCPU))
-/// The relay's too: the other long-running server on the path. And the emulator's, which serves every request
-/// afresh: its drift is the machine's, against which the other two read.
-let relayDrift = thirds(roundResults.map(\.relayCPU))
-let emulatorDrift = thirds(roundResults.map(\.ollamaCPU))
+/// The Homebase's; the relay's, the other long-running server on the path; and the emulator's, which serves every
+/// request afresh: its drift is the machine's, against which the other two read.
+let drifts = [Drift("Homebase", roundResults.map(\.homebaseCPU)), Drift("relay", roundResults.map(\.relayCPU)),
+              Drift("emulator", roundResults.map(\.ollamaCPU))].compactMap { $0 }
 /// The round with the median figure against the same window (the lower middle one for an even count).
 let medianIndex = roundResults.indices.sorted {
     (roundResults[$0].percent ?? .infinity) < (roundResults[$1].percent ?? .infinity)
@@ -492,10 +501,10 @@ var report: [String: Any] = [
         "homebase_cpu_ms": round2(medianRound.homebaseCPU ?? .nan), "emulator_cpu_ms": round2(medianRound.ollamaCPU ?? .nan),
         "relay_cpu_ms": round2(medianRound.relayCPU ?? .nan),
         "homebase_rss_kb_before": residentBefore ?? -1, "homebase_rss_kb_after": residentAfter ?? -1,
-        "drift_first_third_homebase_cpu_ms": round2(drift?.first ?? .nan),
-        "drift_last_third_homebase_cpu_ms": round2(drift?.last ?? .nan),
-        "drift_first_third_relay_cpu_ms": round2(relayDrift?.first ?? .nan),
-        "drift_last_third_relay_cpu_ms": round2(relayDrift?.last ?? .nan),
+        "drift": Dictionary(uniqueKeysWithValues: drifts.map {
+            ($0.name.lowercased(), ["rounds_per_third": $0.roundsPerThird, "first_third_cpu_ms": round2($0.first),
+                                    "last_third_cpu_ms": round2($0.last)] as [String: Any])
+        }),
         "homebase_cpu_percent_of_emulator": round2(cpuPercent ?? .nan),
         "homebase_cpu_percent_of_emulator_direct": round2(cpuPercentOfDirect ?? .nan),
         "target_percent_max": 10, "pass": allCompleted && (cpuPercent ?? .infinity) <= 10,
@@ -546,11 +555,9 @@ for (i, r) in roundResults.enumerated() {
         + " = \(f(r.percent)) % / \(f(r.percentOfDirect)) %"
         + "\(done == streamsPerRound ? "" : ", \(done) of \(streamsPerRound) completed")\n"
 }
-for (name, d) in [("Homebase", drift), ("relay", relayDrift), ("emulator", emulatorDrift)] {
-    guard let d else { continue }
-    let change = (d.last / d.first - 1) * 100
-    roundTable += "Drift: \(name) ms per round, median of the first \(rounds / 3) rounds \(f(d.first)), of the last"
-        + " \(rounds / 3) \(f(d.last)) (\(change >= 0 ? "+" : "")\(String(format: "%.1f", change)) %)\n"
+for d in drifts {
+    roundTable += "Drift: \(d.name) ms per round, median of the first \(d.roundsPerThird) rounds \(f(d.first)), of the"
+        + " last \(d.roundsPerThird) \(f(d.last)) (\(String(format: "%+.1f", d.changePercent)) %)\n"
 }
 if let before = residentBefore, let after = residentAfter {
     roundTable += "Homebase resident memory: \(before / 1024) MiB before the rounds, \(after / 1024) MiB after\n"
