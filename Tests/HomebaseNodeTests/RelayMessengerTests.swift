@@ -56,6 +56,32 @@ func stackDepthMarker() -> Int {
     return withUnsafeMutablePointer(to: &local) { Int(bitPattern: $0) }
 }
 
+/// A local relay and two messengers connected to it (`b` answering the entitlement rule with `bRelation`); `stop()`
+/// ends all three.
+struct ConnectedPair {
+    let relay: LocalRelay
+    let a: RelayMessenger
+    let b: RelayMessenger
+
+    init(bRelation: @escaping RelationLookup = { _ in .sibling }) async throws {
+        let relay = try LocalRelay()
+        do {
+            self.a = try await connectedMessenger(relay)
+            self.b = try await connectedMessenger(relay, relation: bRelation)
+        } catch {
+            relay.stop()
+            throw error
+        }
+        self.relay = relay
+    }
+
+    func stop() {
+        self.a.stop()
+        self.b.stop()
+        self.relay.stop()
+    }
+}
+
 struct MessengerTestError: Error { let s: String; init(_ s: String) { self.s = s } }
 
 func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> InboundMessage? {
@@ -76,11 +102,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct RelayMessengerTests {
     @Test func sealedMessagesFlowBothWaysWithReceipts() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta, store: false)
         #expect(outcome == .receipt(.delivered))
         let got = try #require(await nextInbound(b))
@@ -114,11 +138,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     }
 
     @Test func strangersAreDroppedExceptForTheirOneMessage() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay, relation: { _ in .stranger })
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair(bRelation: { _ in .stranger })
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         _ = await a.sendAndWait(.advertRequest, to: b.publicKey, channel: .syncDelta, store: false)
         _ = await a.sendAndWait(.pairRequest(secret: "s", name: "n"), to: b.publicKey, channel: .syncDelta, store: false)
         let got = try #require(await nextInbound(b))
@@ -129,11 +151,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     /// The largest chunk the Homebase sends (16 KiB of text, every byte escaped as \u00XX, a UUID id) seals
     /// within the relay's payload limit with room to spare, and opens to the same text.
     @Test func theLargestChunkFitsTheRelayPayload() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let chunk = InferChunk(id: "6f1c2a7e-3b9d-4c8e-9f0a-1b2c3d4e5f60", seq: Int.max,
                                text: String(repeating: "\u{1}", count: 16 * 1024))
         let sealed = try #require(a.seal(.inferChunk(chunk), to: b.publicKey, channel: .syncDelta))
@@ -160,11 +180,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     }
 
     @Test func replayedEnvelopeIsDroppedOnce() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let sealed = try #require(a.seal(.inferCancel(id: "r"), to: b.publicKey, channel: .syncDelta))
         b.open(sealed[...], from: a.publicKey)
         b.open(sealed[...], from: a.publicKey)
@@ -181,11 +199,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     }
 
     @Test func framesReceivedTogetherAreCheckedAsABatch() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let first = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .syncDelta))
         let second = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .syncDelta))
         // One drain of the socket: a message, its replay, a receipt nobody waits for, another message.
@@ -202,11 +218,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     }
 
     @Test func anInlineHandlerTakesMessagesWhereTheyArriveInOrder() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let taken = Mutex<[Message]>([])
         // Takes cancels, leaves the rest to `inbound`.
         b.setInlineHandler { inbound in
@@ -234,11 +248,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
     }
 
     @Test func theInlineHandlerRunsNoDeeperAfterManyBatches() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let a = try await connectedMessenger(relay)
-        let b = try await connectedMessenger(relay)
-        defer { a.stop(); b.stop() }
+        let pair = try await ConnectedPair()
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
         let depths = Mutex<[Int]>([])
         b.setInlineHandler { _ in
             let depth = stackDepthMarker()
