@@ -14,9 +14,9 @@ import Synchronization
 ///   falls back on-device, and the allowance returns at midnight UTC);
 /// - then the conversation cache: a follow-up whose prefix is not held gets `cache_miss`.
 /// Usage (requests, prompt and completion tokens from the runtime's `usage`) is added per guest and day once
-/// `infer.done` was sent (written in the background, in order, moments later: `usageWritten()`); an answer the guest cut short (cancel, gone) counts the pieces streamed until then as
-/// completion tokens, so cancelling just before the end does not read answers free; failed requests and
-/// requests stopped by the host cost nothing.
+/// `infer.done` was sent (written in the background, in order, moments later: `usageWritten()`); an answer the
+/// guest cut short (cancel, gone) counts the pieces streamed until then as completion tokens, so cancelling just
+/// before the end does not read answers free; failed requests and requests stopped by the host cost nothing.
 public final class GuestAuthorizer: InferenceAuthorizer {
     private struct Activity {
         /// Admitted requests not yet ended.

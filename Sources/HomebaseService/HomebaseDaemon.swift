@@ -264,7 +264,7 @@ public actor HomebaseDaemon {
             try self.contacts?.registry.reload()
             let settings = try self.state.settings()
             self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
-                                                 maxQueued: settings.maxQueuedRequests)
+                                           maxQueued: settings.maxQueuedRequests)
             self.runtime.setPinnedModels(settings.pinnedModels)
         } catch {
             self.logger.error("cannot reload state", metadata: ["error": "\(error)"])

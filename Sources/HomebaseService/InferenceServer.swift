@@ -206,7 +206,8 @@ extension InferenceServer {
         let clock: ServiceClock
         let logger: Logger
         var limits: InferenceLimits
-        /// The engine's read pacing, lengthened as more requests stream (`InferenceLimits.runtimeReadPacing(running:)`).
+        /// The engine's read pacing, lengthened as more requests stream
+        /// (`InferenceLimits.runtimeReadPacing(running:)`).
         let readCadence: HTTPReadCadence?
         /// The server, for callbacks (they defer work to it).
         weak var server: InferenceServer?
