@@ -24,4 +24,14 @@ public struct TokenBucket: Sendable, Equatable {
         self.tokens -= cost
         return true
     }
+
+    /// How long until `take(cost)` would succeed (0: now), without taking anything. Rounded up to whole
+    /// milliseconds, so waiting that long always suffices.
+    public func waitMs(for cost: Double, nowMs: UInt64) -> UInt64 {
+        let elapsed = nowMs > self.lastMs ? Double(nowMs - self.lastMs) : 0
+        let tokens = min(self.capacity, self.tokens + elapsed * self.ratePerSecond / 1000)
+        let needed = min(cost, self.capacity) - tokens
+        guard needed > 0 else { return 0 }
+        return UInt64((needed * 1000 / self.ratePerSecond).rounded(.up))
+    }
 }

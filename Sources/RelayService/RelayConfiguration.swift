@@ -38,9 +38,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         ("ping_interval_ms", "WebSocket ping interval (default 30000)"),
         ("idle_timeout_ms", "silence before closing (default 90000)"),
         ("send_frames_per_second", "SEND token bucket rate per connection (default 2000)"),
-        ("send_frames_burst", "SEND token bucket size (default 4000)"),
+        ("send_frames_burst", "SEND token bucket size (default twice the rate: 4000)"),
         ("send_bytes_per_second", "SEND byte bucket rate per connection (default 16777216)"),
-        ("send_bytes_burst", "SEND byte bucket size (default 33554432)"),
+        ("send_bytes_burst", "SEND byte bucket size (default twice the rate: 33554432)"),
         ("outbound_queue_max_bytes", "unsent bytes before a slow reader is closed 4002 (default 1048576)"),
         ("max_pending_auth", "connections not yet authenticated (default 4096)"),
         ("max_connections", "connections in all (default 50000)"),
@@ -110,7 +110,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         func double(_ k: String) throws -> Double? {
             guard let v = s[k] else { return nil }
-            guard let n = Double(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive number, not '\(v)'") }
+            guard let n = Double(v), n > 0, n.isFinite else {
+                throw RelayConfigurationError("\(k) must be a positive number, not '\(v)'")
+            }
             return n
         }
         if let v = s["listen"] { (self.listenHost, self.listenPort) = try Self.hostPort(v, key: "listen") }
@@ -136,9 +138,17 @@ public struct RelayConfiguration: Sendable, Equatable {
         if let n = try int("auth_deadline_ms") { self.limits.authDeadlineMs = UInt64(n) }
         if let n = try int("ping_interval_ms") { self.limits.pingIntervalMs = UInt64(n) }
         if let n = try int("idle_timeout_ms") { self.limits.idleTimeoutMs = UInt64(n) }
-        if let n = try double("send_frames_per_second") { self.limits.sendFramesPerSecond = n }
+        // A rate given alone brings its burst along (twice the rate, as the defaults are): a relay told to take
+        // 50 frames a second should not still take a first burst of 4,000.
+        if let n = try double("send_frames_per_second") {
+            self.limits.sendFramesPerSecond = n
+            self.limits.sendFramesBurst = 2 * n
+        }
         if let n = try double("send_frames_burst") { self.limits.sendFramesBurst = n }
-        if let n = try double("send_bytes_per_second") { self.limits.sendBytesPerSecond = n }
+        if let n = try double("send_bytes_per_second") {
+            self.limits.sendBytesPerSecond = n
+            self.limits.sendBytesBurst = 2 * n
+        }
         if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
         if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
         if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }

@@ -159,7 +159,8 @@ final class RelayConnection: TCPConnectionDelegate {
                              extraHeaders: [HTTPHeaderField(name: "Retry-After", value: "5")])
                 return
             }
-            self.tcp.write(WebSocketHandshake.serverResponseBytes(forClientKey: key, subprotocol: subprotocol))
+            self.tcp.write(WebSocketHandshake.serverResponseBytes(forClientKey: key, subprotocol: subprotocol,
+                                                                 extraHeaders: self.server.upgradeHeaders))
             self.phase = .websocket
             let now = self.server.nowMs
             var session = RelaySessionStateMachine(nonce: SecureRandom.bytes(32), nowMs: now,

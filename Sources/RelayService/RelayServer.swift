@@ -20,6 +20,9 @@ public final class RelayServer: @unchecked Sendable {
     static let maintenanceIntervalMs: UInt64 = 60_000
 
     public let configuration: RelayConfiguration
+    /// Headers every upgrade response carries: the SEND limits announced to clients (Protocol/relay.md §6), so
+    /// they can pace under them instead of losing frames to RECEIPT 5. Formatted once, not per connection.
+    let upgradeHeaders: [(String, String)]
     let logger: Logger
     let loop: EventLoop
     let metrics = RelayMetrics()
@@ -44,6 +47,7 @@ public final class RelayServer: @unchecked Sendable {
     /// Opens the mailbox and binds the listeners; call `run()` to serve.
     public init(configuration: RelayConfiguration, admission: Admission = Admission(), logger: Logger) throws {
         self.configuration = configuration
+        self.upgradeHeaders = [(RelaySendLimits.headerName, RelaySendLimits(configuration.limits).headerValue)]
         self.admission = admission
         self.logger = logger
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,

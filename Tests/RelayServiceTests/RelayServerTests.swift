@@ -237,6 +237,29 @@ import Testing
         #expect(try second.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [4][...]))
     }
 
+    @Test func theUpgradeAnnouncesTheSendLimits() throws {
+        var limits = RelayLimits()
+        limits.sendFramesPerSecond = 50
+        limits.sendFramesBurst = 75
+        limits.sendBytesPerSecond = 1_000_000
+        limits.sendBytesBurst = 1_500_000.5
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let ws = try WebSocketClient.connect(relay.url, options: .init(subprotocol: RelayServer.subprotocol))
+        #expect(RelaySendLimits(announcedIn: ws.responseHeaders) == RelaySendLimits(limits))
+    }
+
+    @Test func aRateGivenAloneBringsItsBurstAndNonFiniteRatesAreRefused() throws {
+        var c = RelayConfiguration()
+        try c.apply(["send_frames_per_second": "50", "send_bytes_per_second": "1000"])
+        #expect(c.limits.sendFramesBurst == 100 && c.limits.sendBytesBurst == 2_000)
+        try c.apply(["send_frames_per_second": "50", "send_frames_burst": "7"])
+        #expect(c.limits.sendFramesBurst == 7)
+        for bad in ["inf", "nan", "-1", "0", "1e999", "x"] {
+            #expect(throws: RelayConfigurationError.self) { try c.apply(["send_frames_per_second": bad]) }
+        }
+    }
+
     @Test func floodingSenderGetsReceipt5() throws {
         var limits = RelayLimits()
         limits.sendFramesPerSecond = 1
