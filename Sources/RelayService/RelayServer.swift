@@ -61,6 +61,7 @@ public final class RelayServer: @unchecked Sendable {
         let mailbox = try SQLiteMailbox(database: self.database, limits: mailboxLimits)
         self.worker = MailboxWorker(mailbox: mailbox, clock: { Posix.wallClockMs })
         self.loop = try EventLoop()
+        self.loop.busyPollNs = UInt64(configuration.busyPollMicroseconds) * 1_000
         var listeners: [TCPListener] = []
         weak var weakSelf: RelayServer?
         let main = try TCPListener(loop: self.loop, host: configuration.listenHost, port: configuration.listenPort,

@@ -255,6 +255,10 @@ import Testing
         #expect(c.limits.sendFramesBurst == 100 && c.limits.sendBytesBurst == 2_000)
         try c.apply(["send_frames_per_second": "50", "send_frames_burst": "7"])
         #expect(c.limits.sendFramesBurst == 7)
+        try c.apply(["busy_poll_us": "50"])
+        #expect(c.busyPollMicroseconds == 50)
+        #expect(throws: RelayConfigurationError.self) { try c.apply(["busy_poll_us": "10001"]) }
+        #expect(throws: RelayConfigurationError.self) { try c.apply(["busy_poll_us": "-1"]) }
         for bad in ["inf", "nan", "-1", "0", "1e999", "x"] {
             #expect(throws: RelayConfigurationError.self) { try c.apply(["send_frames_per_second": bad]) }
         }
