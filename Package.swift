@@ -27,6 +27,8 @@ let package = Package(
 
         // Pure core.
         .target(name: "HomebaseCore"),
+        // Pure rules of on-device curation (seed 002): catalog, gates, sizes, DownloadState, the floor.
+        .target(name: "HomebaseCuration", dependencies: ["HomebaseCore"]),
         // Shells.
         .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium"]),
         .target(name: "HomebaseStore", dependencies: ["HomebaseCore", "CSQLite"]),
@@ -59,6 +61,7 @@ let package = Package(
         .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport", "OllamaEmulatorKit"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
+        .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
