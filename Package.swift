@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "guest", targets: ["guest"]),
         .executable(name: "conformance", targets: ["conformance"]),
         .executable(name: "ollama-emulator", targets: ["ollama-emulator"]),
+        .executable(name: "hub-emulator", targets: ["hub-emulator"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -40,7 +41,7 @@ let package = Package(
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
         .target(name: "HomebaseRouter",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode"]),
+                               "HomebaseNode", "HomebaseCuration"]),
         .target(name: "HomebaseService",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
                                "HomebaseNode", "HomebaseRouter"]),
@@ -55,6 +56,9 @@ let package = Package(
         .executableTarget(name: "conformance", dependencies: ["ConformanceKit"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
+        .target(name: "HubEmulatorKit",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseCuration"]),
+        .executableTarget(name: "hub-emulator", dependencies: ["HubEmulatorKit"]),
         .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
         .executableTarget(name: "inference-bench",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),
@@ -62,6 +66,9 @@ let package = Package(
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
+        .testTarget(name: "OnDeviceModelTests",
+                    dependencies: ["HomebaseRouter", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
+                                   "HomebaseCrypto", "HomebaseStore"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
