@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
         .testTarget(name: "OnDeviceModelTests",
                     dependencies: ["HomebaseRouter", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
-                                   "HomebaseCrypto", "HomebaseStore"]),
+                                   "HomebaseCrypto", "HomebaseCore", "HomebaseNode"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),

@@ -18,6 +18,8 @@ public final class HubEmulator: Sendable {
     let dropped = Mutex<Set<String>>([])
     /// Requests per path, for tests that check what a client asked for.
     let hits = Mutex<[String: Int]>([:])
+    /// LFS-store requests that carried `Range` (resumes).
+    let ranges = Mutex(0)
 
     public init(configuration: HubEmulatorConfiguration) {
         self.configuration = configuration
@@ -46,6 +48,9 @@ public final class HubEmulator: Sendable {
 
     /// How many requests reached `path` (no query) so far.
     public func hitCount(_ path: String) -> Int { self.hits.withLock { $0[path] ?? 0 } }
+
+    /// How many weight requests asked for a `Range` (a resumed download).
+    public var rangeRequests: Int { self.ranges.withLock { $0 } }
 
     /// The sha256 the emulator announces for a repo's `model.safetensors`, and its size (tests compare).
     public func weights(of id: String) -> (sha256: String, size: Int)? {
@@ -231,6 +236,7 @@ public final class HubEmulator: Sendable {
         var status = 200
         var start = 0
         if let range = request.header("Range") {
+            self.ranges.withLock { $0 += 1 }
             guard let from = Self.rangeStart(range), from < content.count || (from == 0 && content.isEmpty) else {
                 return writer.respond(status: 416, headers: [("Content-Range", "bytes */\(content.count)")], body: [])
             }

@@ -95,7 +95,8 @@ public final class OnDeviceModelStore: Sendable {
     /// This process's view: markers plus the downloads it runs.
     let live: Mutex<DownloadStateMachine>
     let running = Mutex<[String: Int]>([:])
-    static let containers = Mutex<[String: LoadedModel]>([:])
+    /// Loaded containers by id (the stand-in runtime's memory).
+    let containers = Mutex<[String: LoadedModel]>([:])
 
     public init(access: HubAccess, device: any SettingsBackend, settings: AgentSettings,
                 clock: @escaping @Sendable () -> UInt64) {
@@ -290,7 +291,7 @@ public final class OnDeviceModelStore: Sendable {
             if self.cancelRequested(id, attempt: attempt) { throw HubError.cancelled }
             guard self.live.withLock({ $0.completed(id, attempt: attempt) }) else { throw HubError.cancelled }
             try? self.persistReady(insert: id)
-            Self.containers.withLock { $0[id] = loaded }
+            self.containers.withLock { $0[id] = loaded }
             try? self.device.removeValue(forKey: Key.download + id)
         } catch let error as HubError {
             if error == .cancelled || self.cancelRequested(id, attempt: attempt) {
@@ -313,6 +314,7 @@ public final class OnDeviceModelStore: Sendable {
     private func begin(_ id: String) -> DownloadStateMachine.StartOutcome {
         // Another process's download counts: start from the persisted view.
         let persisted = self.machine().state(id)
+        if persisted == .unsupported { return .unsupported }
         if case .downloading = persisted { return .alreadyDownloading }
         if persisted == .ready { return .alreadyReady }
         let outcome = self.live.withLock { m -> DownloadStateMachine.StartOutcome in
@@ -379,7 +381,7 @@ public final class OnDeviceModelStore: Sendable {
         }
         try self.persistReady(remove: id)
         try self.device.removeValue(forKey: Key.download + id)
-        Self.containers.withLock { _ = $0.removeValue(forKey: id) }
+        self.containers.withLock { _ = $0.removeValue(forKey: id) }
     }
 
     private func persistReady(insert: String? = nil, remove: String? = nil) throws {
@@ -395,14 +397,14 @@ public final class OnDeviceModelStore: Sendable {
     /// `config.json` is a JSON object and whose `.safetensors` files resolve to blobs with a readable header.
     /// `nil` when anything is missing: the caller answers from the floor.
     public func loadedModel(_ id: String) -> LoadedModel? {
-        if let loaded = Self.containers.withLock({ $0[id] }), self.snapshotExists(id, commit: loaded.commit) {
+        if let loaded = self.containers.withLock({ $0[id] }), self.snapshotExists(id, commit: loaded.commit) {
             return loaded
         }
         guard let loaded = self.loadCheck(id) else {
-            Self.containers.withLock { _ = $0.removeValue(forKey: id) }
+            self.containers.withLock { _ = $0.removeValue(forKey: id) }
             return nil
         }
-        Self.containers.withLock { $0[id] = loaded }
+        self.containers.withLock { $0[id] = loaded }
         return loaded
     }
 
