@@ -59,6 +59,7 @@ let package = Package(
         .target(name: "HubEmulatorKit",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseCuration"]),
         .executableTarget(name: "hub-emulator", dependencies: ["HubEmulatorKit"]),
+        .executableTarget(name: "catalog-bench", dependencies: ["HomebaseCuration"]),
         .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
         .executableTarget(name: "inference-bench",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),

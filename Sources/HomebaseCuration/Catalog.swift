@@ -103,11 +103,11 @@ public enum CatalogBuilder {
         for model in merged {
             guard ModelTypes.isLoadable(model.modelType) else { continue }
             counts.loadable += 1
-            guard let parsed = RepoNameParser.parse(model.id) else { continue }
+            let scan = RepoNameScan(repoID: model.id)
+            guard let parsed = RepoNameParser.parse(scan) else { continue }
             counts.nameable += 1
-            let vision = Capabilities.isVision(repoID: model.id, pipelineTag: model.pipelineTag,
-                                               modelType: model.modelType)
-            let tools = Capabilities.supportsTools(repoID: model.id)
+            let vision = Capabilities.isVision(scan, pipelineTag: model.pipelineTag, modelType: model.modelType)
+            let tools = Capabilities.supportsTools(scan)
             if vision { counts.vision += 1 }
             if tools { counts.tools += 1 }
             if vision && tools { counts.shown += 1 }
@@ -132,11 +132,8 @@ public enum CatalogBuilder {
             let series = grouped[family]!
             return CatalogFamily(name: family, series: series.keys.sorted().map { name in
                 let sizes = series[name]!
-                let labels = sizes.keys.sorted {
-                    let a = ModelSize.parameterCount(sizeToken: sizes[$0]![0].parsed.size) ?? 0
-                    let b = ModelSize.parameterCount(sizeToken: sizes[$1]![0].parsed.size) ?? 0
-                    return a != b ? a < b : $0 < $1
-                }
+                let labels = sizes.map { ($0.key, ModelSize.parameterCount(sizeToken: $0.value[0].parsed.size) ?? 0) }
+                    .sorted { $0.1 != $1.1 ? $0.1 < $1.1 : $0.0 < $1.0 }.map(\.0)
                 return CatalogSeries(name: name, sizes: labels.map { label in
                     CatalogSize(label: label, entries: sizes[label]!.sorted {
                         $0.parsed.quant != $1.parsed.quant ? $0.parsed.quant < $1.parsed.quant : $0.id < $1.id

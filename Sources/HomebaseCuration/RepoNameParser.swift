@@ -17,6 +17,55 @@ public struct ParsedRepoName: Sendable, Hashable, Codable {
     }
 }
 
+/// A repo name lowercased (ASCII) and split into tokens once, for the parser and the gates. Bytes, not
+/// `String` indices: the catalog runs this over thousands of names and must stay within its CPU budget.
+struct RepoNameScan {
+    /// The name part of the id, ASCII-lowercased.
+    let lower: [UInt8]
+    /// Ranges of `lower` between `-`, `_` and spaces.
+    let tokens: [Range<Int>]
+
+    init(repoID: String) {
+        var bytes = Array(repoID.utf8)
+        if let slash = bytes.lastIndex(of: UInt8(ascii: "/")) { bytes.removeSubrange(...slash) }
+        for i in bytes.indices where (65...90).contains(bytes[i]) { bytes[i] |= 0x20 }
+        self.lower = bytes
+        var tokens: [Range<Int>] = []
+        var start = 0
+        for (i, b) in bytes.enumerated() where Self.isSeparator(b) {
+            if i > start { tokens.append(start..<i) }
+            start = i + 1
+        }
+        if bytes.count > start { tokens.append(start..<bytes.count) }
+        self.tokens = tokens
+    }
+
+    static func isSeparator(_ b: UInt8) -> Bool { b == 45 || b == 95 || b == 32 }  // - _ space
+    static func isDigit(_ b: UInt8) -> Bool { (48...57).contains(b) }
+    static func isLetter(_ b: UInt8) -> Bool { (97...122).contains(b) || b >= 128 }
+
+    func token(_ r: Range<Int>) -> ArraySlice<UInt8> { self.lower[r] }
+
+    func hasToken(_ word: [UInt8]) -> Bool { self.tokens.contains { self.lower[$0].elementsEqual(word) } }
+
+    func contains(_ needle: [UInt8]) -> Bool { self.firstIndex(of: needle, from: 0) != nil }
+
+    func firstIndex(of needle: [UInt8], from: Int) -> Int? {
+        guard needle.count <= self.lower.count else { return nil }
+        var i = from
+        let first = needle[0]
+        while i + needle.count <= self.lower.count {
+            if self.lower[i] == first {
+                var j = 1
+                while j < needle.count && self.lower[i + j] == needle[j] { j += 1 }
+                if j == needle.count { return i }
+            }
+            i += 1
+        }
+        return nil
+    }
+}
+
 /// The heuristic repo-name parser (`MLXRepoParser` in the seed). Community names follow no grammar
 /// (`Qwen2.5-1.5B-Instruct-4bit`, `gemma-3-4b-it-4bit`, `Meta-Llama-3.1-8B-Instruct-4bit`), so the parser
 /// matches known family needles, then looks for a version just after the family, a size token, variant words
@@ -25,7 +74,7 @@ public struct ParsedRepoName: Sendable, Hashable, Codable {
 public enum RepoNameParser {
     /// Family needles and display names. Matching tries the longest needle first, so `codellama` wins over
     /// `llama` and `deepseek` over the `qwen` inside `DeepSeek-R1-Distill-Qwen`.
-    static let families: [(needle: String, name: String)] = [
+    static let families: [(needle: [UInt8], name: String)] = [
         ("codellama", "Code Llama"), ("llama", "Llama"), ("llava", "LLaVA"),
         ("qwen", "Qwen"), ("qwq", "QwQ"),
         ("codegemma", "CodeGemma"), ("paligemma", "PaliGemma"), ("recurrentgemma", "RecurrentGemma"),
@@ -39,10 +88,11 @@ public enum RepoNameParser {
         ("aya", "Aya"), ("minicpm", "MiniCPM"), ("gpt-oss", "gpt-oss"), ("ernie", "ERNIE"), ("lfm", "LFM"),
         ("baichuan", "Baichuan"), ("hunyuan", "Hunyuan"), ("idefics", "Idefics"), ("fastvlm", "FastVLM"),
         ("kimi", "Kimi"), ("jamba", "Jamba"), ("bitnet", "BitNet"), ("mimo", "MiMo"), ("seed-oss", "Seed-OSS"),
-    ].sorted { $0.needle.count != $1.needle.count ? $0.needle.count > $1.needle.count : $0.needle < $1.needle }
+    ].map { (Array($0.0.utf8), $0.1) }
+        .sorted { $0.needle.count != $1.needle.count ? $0.needle.count > $1.needle.count : $0.needle.lexicographicallyPrecedes($1.needle) }
 
     /// Size words used when the name carries no numeric size.
-    static let sizeWords = ["nano", "tiny", "mini", "small", "medium", "large"]
+    static let sizeWords = ["nano", "tiny", "mini", "small", "medium", "large"].map { Array($0.utf8) }
 
     /// The name part of `owner/name` (the whole string when there is no slash).
     public static func name(of repoID: String) -> String {
@@ -50,36 +100,27 @@ public enum RepoNameParser {
         return String(repoID[repoID.index(after: slash)...])
     }
 
-    /// The name split at `-`, `_` and spaces, lowercased by the caller.
-    static func tokens(_ name: String) -> [Substring] {
-        name.split(whereSeparator: { $0 == "-" || $0 == "_" || $0 == " " })
-    }
-
     /// Parses a repo id (`mlx-community/Qwen2.5-1.5B-Instruct-4bit`); `nil` for "Other".
     public static func parse(_ repoID: String) -> ParsedRepoName? {
-        let original = Self.name(of: repoID)
-        let lower = original.lowercased()
-        guard let (family, end) = Self.family(in: lower) else { return nil }
-        let version = Self.version(in: lower, from: end)
-        let tokens = Self.tokens(lower)
-        guard let size = Self.size(in: tokens) else { return nil }
+        Self.parse(RepoNameScan(repoID: repoID))
+    }
+
+    static func parse(_ scan: RepoNameScan) -> ParsedRepoName? {
+        guard let (family, end) = Self.family(in: scan), let size = Self.size(in: scan) else { return nil }
         var series = family
-        if let version { series += " " + version }
+        if let version = Self.version(in: scan.lower, from: end) { series += " " + version }
         return ParsedRepoName(family: family, series: series, size: size,
-                              variants: Self.variants(in: tokens, lower: lower, family: family),
-                              quant: Self.quant(in: tokens))
+                              variants: Self.variants(in: scan, family: family), quant: Self.quant(in: scan))
     }
 
     /// The first family needle (longest first) found at a word start: the start of the name or just after a
-    /// separator or a digit (`Meta-Llama`, `dolphin-2.9-llama3`). Returns the display name and where it ends.
-    static func family(in lower: String) -> (String, String.Index)? {
+    /// non-letter (`Meta-Llama`, `dolphin-2.9-llama3`). Returns the display name and where it ends.
+    static func family(in scan: RepoNameScan) -> (String, Int)? {
         for (needle, name) in Self.families {
-            var i = lower.startIndex
-            while i < lower.endIndex {
-                if lower[i...].hasPrefix(needle), i == lower.startIndex || !lower[lower.index(before: i)].isLetter {
-                    return (name, lower.index(i, offsetBy: needle.count))
-                }
-                i = lower.index(after: i)
+            var from = 0
+            while let i = scan.firstIndex(of: needle, from: from) {
+                if i == 0 || !RepoNameScan.isLetter(scan.lower[i - 1]) { return (name, i + needle.count) }
+                from = i + 1
             }
         }
         return nil
@@ -88,96 +129,109 @@ public enum RepoNameParser {
     /// A version right after the family token: one optional separator, an optional `v`/`r`, then digits with at
     /// most one dot, not followed by a size letter (`qwen-7b` has no version; `qwen2.5-7b` has 2.5). The `r`
     /// form keeps its letter (`DeepSeek R1`).
-    static func version(in lower: String, from start: String.Index) -> String? {
+    static func version(in lower: [UInt8], from start: Int) -> String? {
         var i = start
-        if i < lower.endIndex, lower[i] == "-" || lower[i] == "_" || lower[i] == " " { i = lower.index(after: i) }
-        var prefix = ""
-        if i < lower.endIndex, lower[i] == "v" || lower[i] == "r" {
-            prefix = lower[i] == "r" ? "R" : ""
-            i = lower.index(after: i)
+        if i < lower.count, RepoNameScan.isSeparator(lower[i]) { i += 1 }
+        var out: [UInt8] = []
+        if i < lower.count, lower[i] == UInt8(ascii: "v") || lower[i] == UInt8(ascii: "r") {
+            if lower[i] == UInt8(ascii: "r") { out.append(UInt8(ascii: "R")) }
+            i += 1
         }
-        var digits = ""
+        let prefix = out.count
         var dots = 0
-        while i < lower.endIndex {
+        while i < lower.count {
             let c = lower[i]
-            if c.isASCII && c.isNumber {
-                digits.append(c)
-            } else if c == ".", dots == 0, !digits.isEmpty {
+            if RepoNameScan.isDigit(c) {
+                out.append(c)
+            } else if c == UInt8(ascii: "."), dots == 0, out.count > prefix {
                 dots += 1
-                digits.append(c)
+                out.append(c)
             } else {
                 break
             }
-            i = lower.index(after: i)
+            i += 1
         }
-        if digits.hasSuffix(".") { digits.removeLast() }
-        guard !digits.isEmpty else { return nil }
-        if i < lower.endIndex, ["b", "m", "x", "k"].contains(lower[i]) { return nil }
-        return prefix + digits
+        if out.last == UInt8(ascii: ".") { out.removeLast() }
+        guard out.count > prefix else { return nil }
+        if i < lower.count, [UInt8(ascii: "b"), UInt8(ascii: "m"), UInt8(ascii: "x"), UInt8(ascii: "k")].contains(lower[i]) {
+            return nil
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The first size token: `1.5b`, `70b`, `135m`, `8x7b`, `e2b` (Gemma 3n's effective sizes); else a size word.
-    static func size(in tokens: [Substring]) -> String? {
-        for token in tokens {
-            if let size = Self.sizeToken(token) { return size }
+    static func size(in scan: RepoNameScan) -> String? {
+        for r in scan.tokens {
+            if let size = Self.sizeToken(scan.token(r)) { return size }
         }
-        for token in tokens where Self.sizeWords.contains(String(token)) { return String(token) }
+        for r in scan.tokens {
+            let t = scan.token(r)
+            if Self.sizeWords.contains(where: { t.elementsEqual($0) }) { return String(decoding: t, as: UTF8.self) }
+        }
         return nil
     }
 
-    static func sizeToken(_ token: Substring) -> String? {
+    static func sizeToken(_ token: ArraySlice<UInt8>) -> String? {
         var body = token
-        var prefix = ""
-        if body.first == "e", body.count > 2 {
-            prefix = "E"
+        var prefix: [UInt8] = []
+        if body.first == UInt8(ascii: "e"), body.count > 2 {
+            prefix = [UInt8(ascii: "E")]
             body = body.dropFirst()
         }
-        guard let unit = body.last, unit == "b" || unit == "m" else { return nil }
+        guard let unit = body.last, unit == UInt8(ascii: "b") || unit == UInt8(ascii: "m") else { return nil }
         let number = body.dropLast()
-        let parts = number.split(separator: "x", omittingEmptySubsequences: false)
+        let parts = number.split(separator: UInt8(ascii: "x"), omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), parts.allSatisfy(Self.isDecimal) else { return nil }
         if parts.count == 2 && !prefix.isEmpty { return nil }
-        return prefix + parts.joined(separator: "x") + unit.uppercased()
+        return String(decoding: prefix + number + [unit - 32], as: UTF8.self)
     }
 
-    static func isDecimal(_ text: Substring) -> Bool {
-        guard let first = text.first, first.isASCII, first.isNumber else { return false }
+    static func isDecimal(_ text: ArraySlice<UInt8>) -> Bool {
+        guard let first = text.first, RepoNameScan.isDigit(first), text.last != UInt8(ascii: ".") else { return false }
         var dots = 0
         for c in text {
-            if c == "." { dots += 1 } else if !(c.isASCII && c.isNumber) { return false }
+            if c == UInt8(ascii: ".") { dots += 1 } else if !RepoNameScan.isDigit(c) { return false }
         }
-        return dots <= 1 && text.last != "."
+        return dots <= 1
     }
 
-    static func variants(in tokens: [Substring], lower: String, family: String) -> [String] {
+    static let coder = Array("coder".utf8), math = Array("math".utf8), vision = Array("vision".utf8),
+        thinking = Array("thinking".utf8), vl = Array("vl".utf8)
+
+    static func variants(in scan: RepoNameScan, family: String) -> [String] {
         var found: [String] = []
-        if lower.contains("coder") && family != "Code Llama" && family != "StarCoder" { found.append("Coder") }
-        if lower.contains("math") { found.append("Math") }
-        if tokens.contains("vl") || lower.contains("vision") { found.append("Vision") }
-        if lower.contains("thinking") { found.append("Thinking") }
+        if scan.contains(Self.coder) && family != "Code Llama" && family != "StarCoder" { found.append("Coder") }
+        if scan.contains(Self.math) { found.append("Math") }
+        if scan.hasToken(Self.vl) || scan.contains(Self.vision) { found.append("Vision") }
+        if scan.contains(Self.thinking) { found.append("Thinking") }
         return found
     }
 
+    static let recipes = ["dwq", "awq", "qat", "gptq"].map { Array($0.utf8) }
+
     /// The quantisation suffix; a name without one is the unquantised original, read as BF16 (what mlx-community
     /// publishes unquantised builds in).
-    static func quant(in tokens: [Substring]) -> QuantTier {
+    static func quant(in scan: RepoNameScan) -> QuantTier {
         var tier: QuantTier?
-        for (i, token) in tokens.enumerated() {
-            if token.hasSuffix("bit"), let bits = Int(token.dropLast(3)), (1...16).contains(bits) {
+        for (i, r) in scan.tokens.enumerated() {
+            let t = scan.token(r)
+            if t.count > 3, t.suffix(3).elementsEqual("bit".utf8), let bits = Int(String(decoding: t.dropLast(3), as: UTF8.self)),
+                (1...16).contains(bits) {
                 var recipe: String?
-                if i + 1 < tokens.count, ["dwq", "awq", "qat", "gptq"].contains(String(tokens[i + 1])) {
-                    recipe = tokens[i + 1].uppercased()
-                } else if i > 0, tokens[i - 1] == "qat" {
+                if i + 1 < scan.tokens.count, case let next = scan.token(scan.tokens[i + 1]),
+                    Self.recipes.contains(where: { next.elementsEqual($0) }) {
+                    recipe = String(decoding: next, as: UTF8.self).uppercased()
+                } else if i > 0, scan.token(scan.tokens[i - 1]).elementsEqual("qat".utf8) {
                     recipe = "QAT"
                 }
                 tier = QuantTier(bits: bits, recipe: recipe)
-            } else if token == "mxfp4" {
+            } else if t.elementsEqual("mxfp4".utf8) {
                 tier = QuantTier(bits: 4, recipe: "MXFP4")
-            } else if token == "bf16" {
+            } else if t.elementsEqual("bf16".utf8) {
                 tier = QuantTier(float: "BF16")
-            } else if token == "fp16" || token == "f16" {
+            } else if t.elementsEqual("fp16".utf8) || t.elementsEqual("f16".utf8) {
                 tier = QuantTier(float: "FP16")
-            } else if token == "fp32" || token == "f32" {
+            } else if t.elementsEqual("fp32".utf8) || t.elementsEqual("f32".utf8) {
                 tier = QuantTier(float: "FP32")
             }
         }
