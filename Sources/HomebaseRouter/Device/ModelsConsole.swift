@@ -115,12 +115,14 @@ public enum ModelsConsole {
 
     /// When the bar was last drawn.
     final class LastDraw: Sendable {
-        private let ms = Mutex<UInt64?>(nil)
+        /// When the bar was last drawn, and whether the full bar was.
+        private let state = Mutex<(ms: UInt64?, full: Bool)>((nil, false))
 
         func due(now: UInt64, every: UInt64, final: Bool) -> Bool {
-            self.ms.withLock { last in
-                if let l = last, now < l + every, !final { return false }
-                last = now
+            self.state.withLock { s in
+                if s.full { return false }
+                if let l = s.ms, now < l + every, !final { return false }
+                s = (now, final)
                 return true
             }
         }
