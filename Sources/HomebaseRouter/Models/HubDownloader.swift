@@ -21,8 +21,8 @@ import Darwin
 ///   then renamed to `blobs/<etag>`: a partial or corrupt file is never taken for a whole one;
 /// - `snapshots/<commit>/<path>` links to it relatively, and `refs/main` names the commit.
 ///
-/// Bytes go from libcurl's loop thread straight to the file and the hasher (`HTTPClient.stream(_:handler:)`),
-/// with no task hop per read.
+/// Bytes go from libcurl's loop thread straight to the file (`HTTPClient.stream(_:handler:)`, no task hop per
+/// read); the sha256 runs beside it on a hashing queue, so hashing overlaps the transfer instead of adding to it.
 public struct HubDownloader: Sendable {
     public let http: HTTPClient
     public let endpoint: String
@@ -223,7 +223,7 @@ public struct HubDownloader: Sendable {
 /// atomic or behind the mutex.
 final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
     private let fd: Int32
-    private var hasher: SHA256Hasher?
+    private var hasher: PipelinedHasher?
     private let hashLFS: Bool
     private let resumed: Int64
     private var rejected: HubError?
@@ -236,7 +236,7 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
     init(fd: Int32, hashLFS: Bool, resumedBytes: Int64) {
         self.fd = fd
         self.hashLFS = hashLFS
-        self.hasher = hashLFS ? SHA256Hasher() : nil
+        self.hasher = hashLFS ? PipelinedHasher() : nil
         self.resumed = resumedBytes
         self.done.store(resumedBytes, ordering: .relaxed)
     }
@@ -256,7 +256,7 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, Int(min(Int64($0.count), left))) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw .disk("read back \(path): \(HubDownloader.errnoText())") }
-            buffer.withUnsafeBytes { self.hasher?.update(raw: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            self.hasher?.update(Array(buffer[0..<n]))
             left -= Int64(n)
         }
     }
@@ -272,7 +272,7 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
             if self.resumed > 0 {
                 // The server ignored the Range: start over, file and hash.
                 ftruncate(self.fd, 0)
-                self.hasher = self.hashLFS ? SHA256Hasher() : nil
+                self.hasher = self.hashLFS ? PipelinedHasher() : nil
                 self.done.store(0, ordering: .relaxed)
             }
         default:
@@ -330,5 +330,29 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+}
+
+/// SHA-256 on a serial queue of its own, fed in order from the HTTP loop thread: the hash keeps pace beside the
+/// transfer on a second core instead of stalling the socket reads. At most `maxPendingPieces` pieces wait; past
+/// that `update` waits for the hasher (the hash can never fall unboundedly behind, holding the file in memory).
+final class PipelinedHasher: @unchecked Sendable {
+    static let maxPendingPieces = 1024
+    // Touched only on `queue`.
+    private let hasher = SHA256Hasher()
+    private let queue = DispatchQueue(label: "homebase.sha256")
+    private let slots = DispatchSemaphore(value: PipelinedHasher.maxPendingPieces)
+
+    func update(_ bytes: [UInt8]) {
+        self.slots.wait()
+        self.queue.async {
+            self.hasher.update(bytes)
+            self.slots.signal()
+        }
+    }
+
+    /// Waits for every piece, then returns the digest.
+    func finalize() -> [UInt8] {
+        self.queue.sync { self.hasher.finalize() }
     }
 }
