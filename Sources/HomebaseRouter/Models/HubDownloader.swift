@@ -58,8 +58,8 @@ public struct HubDownloader: Sendable {
     }
 
     /// Removes `.incomplete` files of a repo (after a cancel: the next attempt starts clean).
-    public func removePartials(_ id: String) {
-        let blobs = self.layout.repo(id) + "/blobs"
+    public static func removePartials(_ id: String, layout: HubCacheLayout) {
+        let blobs = layout.repo(id) + "/blobs"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: blobs)) ?? [] where name.hasSuffix(".incomplete") {
             unlink(blobs + "/" + name)
         }

@@ -296,8 +296,7 @@ public final class OnDeviceModelStore: Sendable {
         } catch let error as HubError {
             if error == .cancelled || self.cancelRequested(id, attempt: attempt) {
                 self.live.withLock { _ = $0.cancel(id) }
-                HubDownloader(http: self.access.http ?? HTTPClient(), endpoint: self.access.endpoint,
-                              layout: self.access.layout).removePartials(id)
+                HubDownloader.removePartials(id, layout: self.access.layout)
                 try? self.device.removeValue(forKey: Key.download + id)
                 throw HubError.cancelled
             }
@@ -363,8 +362,7 @@ public final class OnDeviceModelStore: Sendable {
             self.updateRecord(id) { $0.cancel = true }
             return .requested
         }
-        HubDownloader(http: self.access.http ?? HTTPClient(), endpoint: self.access.endpoint,
-                      layout: self.access.layout).removePartials(id)
+        HubDownloader.removePartials(id, layout: self.access.layout)
         try? self.device.removeValue(forKey: Key.download + id)
         return .cleanedUp
     }
