@@ -86,6 +86,11 @@ public struct RelayConfiguration: Sendable, Equatable {
     static func parseFile(_ path: String) throws -> [String: String] {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
         else { throw RelayConfigurationError("cannot read config file \(path)") }
+        return try Self.parseSettings(text, path: path)
+    }
+
+    /// The settings of a config file's text; `path` names the file in errors. Pure, for the fuzz harness.
+    package static func parseSettings(_ text: String, path: String) throws -> [String: String] {
         var out: [String: String] = [:]
         for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = (raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
@@ -102,7 +107,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         return out
     }
 
-    mutating func apply(_ s: [String: String]) throws {
+    package mutating func apply(_ s: [String: String]) throws {
         func int(_ k: String) throws -> Int? {
             guard let v = s[k] else { return nil }
             guard let n = Int(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive integer, not '\(v)'") }
