@@ -61,8 +61,9 @@ public struct Admission: Sendable, Equatable {
         return text
     }
 
+    /// Lines end at any line break, CRLF included (one `Character` to a `String`, so not a `"\n"`).
     private static func lines(of text: String) -> [(number: Int, text: String)] {
-        text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().compactMap { i, line in
+        text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated().compactMap { i, line in
             let t = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let trimmed = t.trimmingCharacters(in: .whitespaces)
             return trimmed.isEmpty ? nil : (i + 1, trimmed)

@@ -90,9 +90,12 @@ public struct RelayConfiguration: Sendable, Equatable {
     }
 
     /// The settings of a config file's text; `path` names the file in errors. Pure, for the fuzz harness.
+    ///
+    /// Lines end at any line break: to a `String`, CRLF is one `Character`, not a `"\n"`, so splitting at
+    /// `"\n"` read a file saved with CRLF as one line (and its first value as the rest of the file).
     package static func parseSettings(_ text: String, path: String) throws -> [String: String] {
         var out: [String: String] = [:]
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = (raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
                 .trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty else { continue }
