@@ -14,7 +14,7 @@ import RelayService
 /// prefix of the reference's. Byte counts are never negative and nothing follows `success`.
 enum OllamaPullHarness {
     static let target = FuzzTarget(
-        "ollama-pull", "Ollama /api/pull NDJSON decoding: cuts against byte-at-a-time reads, progress rules",
+        "ollama-pull", "Ollama /api/pull NDJSON decoding: cuts against line-at-a-time reads, progress rules",
         seeds: Self.seeds, run: Self.run)
 
     /// A small line limit, so the fuzzer reaches it (the client's default is 64 KiB).

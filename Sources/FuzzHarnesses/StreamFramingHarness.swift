@@ -9,7 +9,7 @@ import HomebaseCore
 /// coarser cut delivers less). No event's name or data holds a line break it was framed by.
 enum SSEHarness {
     static let target = FuzzTarget(
-        "sse", "text/event-stream parser: fast lane + append against byte-at-a-time append, framing rules",
+        "sse", "text/event-stream parser: fast lane + append against line-at-a-time append, framing rules",
         seeds: Self.seeds, run: Self.run)
 
     struct Outcome: Equatable {
