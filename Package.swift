@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "conformance", targets: ["conformance"]),
         .executable(name: "ollama-emulator", targets: ["ollama-emulator"]),
         .executable(name: "hub-emulator", targets: ["hub-emulator"]),
+        // For Fuzz/Package.swift, which links the harnesses into a libFuzzer binary (tools/fuzz).
+        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -64,6 +66,10 @@ let package = Package(
         .executableTarget(name: "inference-bench",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),
         .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport", "OllamaEmulatorKit"]),
+        // One fuzz harness per parser that faces the network or the disk, and their seeds. Built here so the
+        // suite replays seeds and regressions through the same code; fuzzed by Fuzz/Package.swift.
+        .target(name: "FuzzHarnesses",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseRouter", "HomebaseService", "RelayService"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
@@ -81,6 +87,7 @@ let package = Package(
         .testTarget(name: "ConformanceKitTests",
                     dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "HomebaseRouter", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
+        .testTarget(name: "FuzzHarnessesTests", dependencies: ["FuzzHarnesses"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["RelayService", "HomebaseService", "HomebaseRouter", "HomebaseNode", "OllamaEmulatorKit"]),
     ],

@@ -90,8 +90,16 @@ public struct RelayConfiguration: Sendable, Equatable {
     static func parseFile(_ path: String) throws -> [String: String] {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
         else { throw RelayConfigurationError("cannot read config file \(path)") }
+        return try Self.parseSettings(text, path: path)
+    }
+
+    /// The settings of a config file's text; `path` names the file in errors. Pure, for the fuzz harness.
+    ///
+    /// Lines end at any line break: to a `String`, CRLF is one `Character`, not a `"\n"`, so splitting at
+    /// `"\n"` read a file saved with CRLF as one line (and its first value as the rest of the file).
+    package static func parseSettings(_ text: String, path: String) throws -> [String: String] {
         var out: [String: String] = [:]
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = (raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
                 .trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty else { continue }
@@ -106,7 +114,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         return out
     }
 
-    mutating func apply(_ s: [String: String]) throws {
+    package mutating func apply(_ s: [String: String]) throws {
         func int(_ k: String) throws -> Int? {
             guard let v = s[k] else { return nil }
             guard let n = Int(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive integer, not '\(v)'") }
