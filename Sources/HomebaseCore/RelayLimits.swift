@@ -32,6 +32,10 @@ public struct RelayLimits: Sendable, Equatable {
     /// Bytes queued for a connection that the kernel has not taken. A reader that falls this far behind is
     /// closed 4002, never buffered without bound. Two maximal frames fit, so one big DELIVER never trips it.
     public var outboundQueueMaxBytes = 1024 * 1024
+    /// How long a connection being closed (4002, 1008, an idle timeout, an HTTP answer) may take to send what
+    /// is queued, its close frame last. A peer that does not read by then is dropped without it: otherwise a
+    /// reader closed for being too slow that never reads again would hold its socket and queue forever.
+    public var closeFlushTimeoutMs: UInt64 = 5_000
     /// Stored frames fetched from the mailbox per page while draining a backlog on (re)connection.
     public var mailboxPageFrames = 64
     /// Connections that have not authenticated yet, in all. Over it new connections are refused (503), so an

@@ -45,6 +45,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         ("send_bytes_per_second", "SEND byte bucket rate per connection (default 16777216)"),
         ("send_bytes_burst", "SEND byte bucket size (default twice the rate: 33554432)"),
         ("outbound_queue_max_bytes", "unsent bytes before a slow reader is closed 4002 (default 1048576)"),
+        ("close_flush_timeout_ms", "time a closing connection gets to take its last bytes (default 5000)"),
         ("max_pending_auth", "connections not yet authenticated (default 4096)"),
         ("max_connections", "connections in all (default 50000)"),
         ("busy_poll_us", "poll this long without blocking before the loop sleeps (default 0: off; see README)"),
@@ -163,6 +164,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
         if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
+        if let n = try int("close_flush_timeout_ms") { self.limits.closeFlushTimeoutMs = UInt64(n) }
         if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }
         if let n = try int("max_connections") { self.limits.maxConnections = n }
         if let v = s["busy_poll_us"] {

@@ -11,7 +11,8 @@ final class RelayConnection: TCPConnectionDelegate {
         /// Reading an HTTP request head (an upgrade, `/healthz` or `/metrics`).
         case http(HTTPRequestHeadParser)
         case websocket
-        case closing
+        /// Hanging up: output still queued goes out first, for at most `closeFlushTimeoutMs` from `sinceMs`.
+        case closing(sinceMs: UInt64)
     }
 
     unowned let server: RelayServer
@@ -91,7 +92,7 @@ final class RelayConnection: TCPConnectionDelegate {
     }
 
     func connectionClosed(_ connection: TCPConnection, error: TransportError?) {
-        self.phase = .closing
+        self.phase = .closing(sinceMs: self.server.nowMs)
         self.session?.connectionClosed()
         self.server.connectionEnded(self)
     }
@@ -132,8 +133,7 @@ final class RelayConnection: TCPConnectionDelegate {
                        HTTPHeaderField(name: "Connection", value: "close")] + extraHeaders
         self.tcp.write(HTTPResponseEncoder.response(status: status, headers: headers, body: Array(body.utf8),
                                                     includeBody: includeBody))
-        self.phase = .closing
-        self.tcp.closeAfterFlush()
+        self.hangUpAfterFlush()
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
@@ -143,8 +143,7 @@ final class RelayConnection: TCPConnectionDelegate {
         switch decision {
         case .reject(let status, let reason):
             self.tcp.write(WebSocketHandshake.serverRejectionBytes(status: status, reason: reason))
-            self.phase = .closing
-            self.tcp.closeAfterFlush()
+            self.hangUpAfterFlush()
         case .accept(let key, let subprotocol):
             guard self.server.admission.admitsUpgrade(authorization: head.header("Authorization"),
                                                       queryToken: head.queryValue("token")) else {
@@ -211,8 +210,7 @@ final class RelayConnection: TCPConnectionDelegate {
                 self.append(WebSocketFrameEncoder.encode(opcode: .close, payload: echo))
                 self.flushOutput()
                 self.session?.connectionClosed()
-                self.phase = .closing
-                self.tcp.closeAfterFlush()
+                self.hangUpAfterFlush()
             }
         }
         if case .websocket = self.phase, self.parser!.bufferedByteCount == 0 { self.parser!.releaseIdleBuffer() }
@@ -248,6 +246,13 @@ final class RelayConnection: TCPConnectionDelegate {
         }
     }
 
+    /// Hangs up once queued output is sent. A peer that stops reading would keep the connection (its socket and
+    /// its queue, up to `outboundQueueMaxBytes`) forever, so the sweep drops it after `closeFlushTimeoutMs`.
+    private func hangUpAfterFlush() {
+        self.phase = .closing(sinceMs: self.server.nowMs)
+        self.tcp.closeAfterFlush()
+    }
+
     /// Sends a close frame with `code` and hangs up once it is flushed.
     func closeWebSocket(code: UInt16, reason: String) {
         guard case .websocket = self.phase else { return }
@@ -258,8 +263,7 @@ final class RelayConnection: TCPConnectionDelegate {
                                                  payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason)))
         self.flushOutput()
         self.session?.connectionClosed()
-        self.phase = .closing
-        self.tcp.closeAfterFlush()
+        self.hangUpAfterFlush()
     }
 
     func writeFrame(_ frame: RelayFrame) {

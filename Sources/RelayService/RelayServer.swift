@@ -360,7 +360,8 @@ public final class RelayServer: @unchecked Sendable {
         }
     }
 
-    /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts and pings.
+    /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts, pings, and connections
+    /// whose peer never takes their last bytes.
     private func sweep() {
         let now = self.nowMs
         let limits = self.configuration.limits
@@ -380,8 +381,9 @@ public final class RelayServer: @unchecked Sendable {
                     c.lastPingMs = now
                     c.append(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8]()))
                 }
-            case .closing:
-                break
+            case .closing(let since):
+                // Its peer has not taken the last bytes (a close frame behind a backlog): it is not reading.
+                if now >= since + limits.closeFlushTimeoutMs { c.tcp.close() }
             }
         }
         self.maintenance(force: false)

@@ -298,6 +298,36 @@ import Testing
         #expect(slow.closeCode(timeout: .seconds(10)) == 4002)
     }
 
+    /// Found by tools/soak: a reader closed 4002 that never reads again never takes its close frame, and the
+    /// relay held its socket and queue for good. It is dropped once the close-flush timeout has passed.
+    @Test func readerThatNeverReadsIsDroppedAfterTheCloseFlushTimeout() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        limits.closeFlushTimeoutMs = 300
+        limits.pingIntervalMs = 600  // the sweep runs every 200 ms
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let silent = try TestClient(relay)
+        let payload = [UInt8](repeating: 1, count: 60_000)
+        var offline = false
+        for i in 1...400 where !offline {
+            try a.send(UInt32(i), to: silent.pk, payload: payload)
+            if try a.receipt().1 == .recipientOffline { offline = true }
+        }
+        #expect(offline)
+        #expect(relay.server.connectionCounts().all == 2)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while relay.server.connectionCounts().all > 1, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 1)
+        let b = try TestClient(relay)
+        try a.send(1, to: b.pk)
+        #expect(try a.receipt() == (1, .delivered))
+        withExtendedLifetime(silent) {}
+    }
+
     @Test func idleClientIsClosedAfterMissedPings() throws {
         var limits = RelayLimits()
         limits.pingIntervalMs = 300

@@ -167,11 +167,12 @@ public final class DeviceSession: Sendable {
         return true
     }
 
-    /// Stops the link (if it was started) and the response router.
+    /// Stops the link (if it was started), then the response router. The link's stop waits for its thread, so
+    /// every message it accepted has been handled (`InferenceResponseRouter.routeInline`) when this returns.
     public func stop() {
-        self.responses.stop()
         let started = self.counters.withLock { $0.started }
         if started { self.relay?.stop() }
+        self.responses.stop()
     }
 
     // MARK: Adverts
