@@ -18,10 +18,13 @@ public final class StatusCollector: Sendable {
     }
 
     public let daemon: HomebaseDaemon
+    /// When the page began to watch: the daemon's start, near enough.
+    public let startedAtMs: UInt64
     private let sampling = Mutex(Sampling())
 
     public init(daemon: HomebaseDaemon) {
         self.daemon = daemon
+        self.startedAtMs = daemon.clock.nowMs()
         let activity = daemon.inference.activity
         self.sampling.withLock {
             $0.requests = activity.requestsTotal
@@ -76,7 +79,7 @@ public final class StatusCollector: Sendable {
         let (link, window) = self.sampling.withLock { ($0.link, $0.series.window(nowMs: now)) }
         let limits = daemon.inference.currentLimits
         return StatusReport(
-            generatedAtMs: now, device: daemon.publicKey.hex, name: settings.deviceName,
+            generatedAtMs: now, startedAtMs: self.startedAtMs, device: daemon.publicKey.hex, name: settings.deviceName,
             relay: StatusReport.Relay(url: settings.relayURL, link: link), ollamaURL: settings.ollamaURL,
             runtime: daemon.runtime.current, pinnedModels: settings.pinnedModels,
             maxConcurrent: limits.maxConcurrent, maxQueued: limits.maxQueued, siblings: siblings, guests: guests,

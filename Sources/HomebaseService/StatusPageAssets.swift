@@ -58,11 +58,11 @@ enum StatusPageAssets {
 
       <section class="panel">
         <div class="panel-head">
-          <h2>Tokens per second and requests, last hour</h2>
+          <h2 id="chart-title">Tokens per second and requests, last hour</h2>
           <div class="legend"><span class="key tokens"></span>tokens/s <span class="key requests"></span>requests</div>
         </div>
         <svg id="chart" viewBox="0 0 720 170" preserveAspectRatio="none" role="img" aria-label="tokens per second and requests over the last hour"></svg>
-        <div class="axis"><span>−60 min</span><span>−45</span><span>−30</span><span>−15</span><span>now</span></div>
+        <div class="axis" id="chart-axis"></div>
       </section>
 
       <section class="panel">
@@ -230,6 +230,8 @@ enum StatusPageAssets {
       #grant-form { grid-template-columns: 1fr; }
     }
     button.primary.danger-fill { background: var(--bad); border-color: var(--bad); }
+    #guests td:nth-child(4), #streams td:last-child, #events td:first-child, #models td:nth-child(2),
+    #siblings td:last-child { white-space: nowrap; }
 
     """#
 
@@ -325,7 +327,7 @@ enum StatusPageAssets {
       const hourEvents = d.events.filter((e) => now - e.at < 3600000).length;
       $("hour-detail").textContent = hourRequests + " request" + (hourRequests === 1 ? "" : "s") + " · " + hourEvents + (hourEvents === 1 ? " error or fallback" : " errors or fallbacks");
 
-      chart(d.series);
+      chart(d.series, now - d.started_at);
 
       fill($("streams").tBodies[0], d.streams.map((s) => el("tr", { class: s.state === "streaming" ? "streaming" : "", "data-peer": s.peer },
         el("td", { class: "who" }, s.peer_name || short(s.peer), el("span", { class: "mono" }, s.kind)),
@@ -388,13 +390,23 @@ enum StatusPageAssets {
         actions);
     }
 
-    function chart(series) {
+    // The last hour; for a daemon up less than that, the time since it started in whole quarters of minutes (four
+    // minutes at least), so a young Homebase's chart is not a flat line with a spike at its end.
+    function chart(series, uptimeMs) {
       const svg = $("chart");
-      const W = 720, H = 170, top = 14, bottom = 150;
-      const n = series.tokens.length, step = W / n, seconds = series.bucket_ms / 1000;
-      const rates = series.tokens.map((t) => t / seconds);
+      const W = 720, top = 14, bottom = 150;
+      const hour = series.tokens.length * series.bucket_ms / 60000;
+      const minutes = Math.min(hour, Math.max(4, 4 * Math.ceil(uptimeMs / 60000 / 4)));
+      const span = Math.round(minutes * 60000 / series.bucket_ms);
+      const tokens = series.tokens.slice(-span), requests = series.requests.slice(-span);
+      $("chart-title").textContent = "Tokens per second and requests, "
+        + (span === series.tokens.length ? "last hour" : "last " + Math.round(minutes) + " min");
+      $("chart-axis").replaceChildren(...[4, 3, 2, 1, 0].map((q) =>
+        el("span", {}, q ? "−" + minutes * q / 4 + " min" : "now")));
+      const n = tokens.length, step = W / n, seconds = series.bucket_ms / 1000;
+      const rates = tokens.map((t) => t / seconds);
       const maxRate = niceMax(Math.max(1, ...rates));
-      const maxReq = Math.max(1, ...series.requests);
+      const maxReq = Math.max(1, ...requests);
       const ns = "http://www.w3.org/2000/svg";
       const node = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); return e; };
       const y = (v) => bottom - (bottom - top) * v / maxRate;
@@ -405,7 +417,7 @@ enum StatusPageAssets {
         label.textContent = Math.round(maxRate * f) + " tok/s";
         if (f > 0) parts.push(label);
       }
-      series.requests.forEach((r, i) => {
+      requests.forEach((r, i) => {
         if (!r) return;
         const h = 26 * r / maxReq;
         parts.push(node("rect", { class: "bar", x: i * step, y: bottom - h, width: Math.max(1, step - 0.6), height: h }));

@@ -57,6 +57,8 @@ public struct StatusReport: Sendable, Equatable {
     public static let usageDays = 7
 
     public var generatedAtMs: UInt64
+    /// When the daemon started (the page's chart covers no more than that).
+    public var startedAtMs: UInt64
     public var device: String
     public var name: String
     public var relay: Relay
@@ -70,10 +72,11 @@ public struct StatusReport: Sendable, Equatable {
     public var activity: InferenceActivity
     public var series: ActivitySeries.Window
 
-    public init(generatedAtMs: UInt64, device: String, name: String, relay: Relay, ollamaURL: String,
+    public init(generatedAtMs: UInt64, startedAtMs: UInt64, device: String, name: String, relay: Relay, ollamaURL: String,
                 runtime: RuntimeStatus, pinnedModels: [String], maxConcurrent: Int, maxQueued: Int,
                 siblings: [Sibling], guests: [Guest], activity: InferenceActivity, series: ActivitySeries.Window) {
         self.generatedAtMs = generatedAtMs
+        self.startedAtMs = startedAtMs
         self.device = device
         self.name = name
         self.relay = relay
@@ -103,6 +106,7 @@ extension StatusReport {
         let link = self.relay.link
         return [
             "generated_at": self.generatedAtMs,
+            "started_at": self.startedAtMs,
             "device": self.device,
             "name": self.name,
             "daemon_running": true,

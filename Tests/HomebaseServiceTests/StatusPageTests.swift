@@ -94,7 +94,8 @@ extension HTTPResponse {
         #expect(models.first?["pinned"] as? Bool == false)
         let series = try #require(s["series"] as? [String: Any])
         #expect((series["tokens"] as? [Int])?.count == 360)
-        for key in ["relay_link", "guests", "streams", "events", "admission", "totals", "pinned_models", "name"] {
+        for key in ["relay_link", "guests", "streams", "events", "admission", "totals", "pinned_models", "name",
+                    "started_at"] {
             #expect(s[key] != nil, "missing \(key)")
         }
         await p.stop()
