@@ -76,13 +76,20 @@ public struct StatusPageGate: Sendable {
         self.configuration = configuration
     }
 
-    /// Why an address may not serve the page: a non-loopback address needs an access token.
+    /// Why the page may not be served so: a non-loopback address needs an access token, and a token must be
+    /// 16 or more letters, digits or `-._~` (it goes into a cookie and a URL as it is).
     public static func bindProblem(host: String, accessToken: String?) -> String? {
+        if let accessToken {
+            let allowed = accessToken.unicodeScalars.allSatisfy { c in
+                c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || "-._~".unicodeScalars.contains(c))
+            }
+            guard accessToken.utf8.count >= 16, allowed else {
+                return "--ui-token must be 16 or more letters, digits or -._~"
+            }
+            return nil
+        }
         if Self.isLoopback(host: host.lowercased()) { return nil }
-        if let accessToken, accessToken.utf8.count >= 16 { return nil }
-        return accessToken == nil
-            ? "--ui \(host) is not a loopback address: set --ui-token (16 characters or more) to serve it there"
-            : "--ui-token must be 16 characters or more"
+        return "--ui \(host) is not a loopback address: set --ui-token (16 characters or more) to serve it there"
     }
 
     /// Decides one request. `bodyBytes` is the body's size as read (0 before reading it: the declared

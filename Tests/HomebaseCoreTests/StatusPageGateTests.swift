@@ -124,6 +124,10 @@ import Testing
         #expect(StatusPageGate.bindProblem(host: "192.168.1.5", accessToken: nil) != nil)
         #expect(StatusPageGate.bindProblem(host: "0.0.0.0", accessToken: "short") != nil)
         #expect(StatusPageGate.bindProblem(host: "0.0.0.0", accessToken: "owner-secret-0123456789") == nil)
+        // The token goes into a cookie and a URL as it is.
+        #expect(StatusPageGate.bindProblem(host: "127.0.0.1", accessToken: "owner-secret-012345;x=1") != nil)
+        #expect(StatusPageGate.bindProblem(host: "127.0.0.1", accessToken: "owner secret 0123456789") != nil)
+        #expect(StatusPageGate.bindProblem(host: "127.0.0.1", accessToken: "owner-secret-0123456789\r\nX: y") != nil)
     }
 
     @Test func secretsCompareByValue() {
