@@ -109,6 +109,10 @@ public struct StatusPageGate: Sendable {
         case .action(let action)?:
             guard head.method == "POST" else { return .refuse(status: 405, reason: "use POST") }
             route = .action(action)
+        case .events?:
+            // An event stream is the body: HEAD would hold a connection open for nothing.
+            guard head.method == "GET" else { return .refuse(status: 405, reason: "use GET") }
+            route = .events
         case let other?:
             guard head.method == "GET" || head.method == "HEAD" else { return .refuse(status: 405, reason: "use GET") }
             route = other

@@ -39,6 +39,8 @@ import Testing
         #expect(self.open.decide(self.head("GET", "/api/revoke")) == .refuse(status: 405, reason: "use POST"))
         #expect(self.open.decide(self.head("POST", "/api/status")) == .refuse(status: 405, reason: "use GET"))
         #expect(self.open.decide(self.head("DELETE", "/")) == .refuse(status: 405, reason: "use GET"))
+        #expect(self.open.decide(self.head("HEAD", "/api/status")) == .serve(.status))
+        #expect(self.open.decide(self.head("HEAD", "/api/events")) == .refuse(status: 405, reason: "use GET"))
     }
 
     @Test(arguments: ["127.0.0.1:8787", "localhost:8787", "LOCALHOST", "127.1.2.3", "[::1]:8787", "[::1]"])
