@@ -125,6 +125,12 @@ public enum EnvelopeVersions {
     /// `contact.join`.
     public static let supported: [Int] = [1, 2]
 
+    /// The `envelopes` field for a device speaking `versions`: omitted for v1 alone, so a v1 device's signed
+    /// payloads are byte for byte what they were.
+    public static func field(_ versions: [Int]) -> [Int]? {
+        versions == [1] ? nil : versions
+    }
+
     /// The highest version in an advertised list that we speak too; 1 for a missing or empty field.
     public static func highestCommon(_ advertised: [Int]?) -> UInt8 {
         let common = (advertised ?? [1]).filter { Self.supported.contains($0) }

@@ -310,6 +310,11 @@ public struct SessionTable: Sendable {
         return timedOut
     }
 
+    /// Abandons the initiation pending with `peer` (the relay refused it); its ephemeral is erased.
+    public mutating func abandonInitiation(to peer: PublicKey) {
+        self.peers[peer]?.pending = nil
+    }
+
     /// Drops everything held for `peer` (its keys are erased): a peer removed from the roster or contacts.
     public mutating func forget(_ peer: PublicKey) {
         self.peers[peer] = nil
