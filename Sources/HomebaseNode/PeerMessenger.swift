@@ -82,6 +82,9 @@ public protocol PeerMessenger: AnyObject, Sendable {
     /// Records the envelope versions `peer` advertised in a payload the node verified (a roster entry).
     /// Adverts and grants are read by the messenger itself.
     func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey)
+
+    /// The envelope version inference messages to and from `peer` use now (§7.8: the highest common one).
+    func envelopeVersion(for peer: PublicKey) -> UInt8
 }
 
 extension PeerMessenger {
@@ -92,6 +95,8 @@ extension PeerMessenger {
     public var envelopeVersions: [Int] { [1] }
 
     public func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey) {}
+
+    public func envelopeVersion(for peer: PublicKey) -> UInt8 { 1 }
 
     /// A messenger without an inline path gives every message to `inbound`.
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {}

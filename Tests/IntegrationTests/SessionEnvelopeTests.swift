@@ -19,6 +19,7 @@ struct SessionEnvelopeTests {
             #expect(answer.result.providerKind == .remote && answer.result.fallback == nil)
             #expect(answer.result.text == IntegrationOllama.expectedText(prompt))
             #expect(events.restartReasons.isEmpty)
+            #expect(answer.envelope == 2 && answer.json["envelope"] as? Int == 2)
             let m = try #require(system.handset.session.messenger as? RelayMessenger)
             // The Homebase's signed advert said v2: the request went on a session the handset made, and the
             // accept, the chunks and the done came back on it.
@@ -56,6 +57,7 @@ struct SessionEnvelopeTests {
             let prompt = "What do lighthouses do at night"
             let answer = await guest.chat(ChatRequest(messages: [.user(prompt)])) { _ in }
             #expect(answer.result.providerKind == .crossAccount && answer.result.fallback == nil)
+            #expect(answer.envelope == 2)
             #expect(answer.result.text == IntegrationOllama.expectedText(prompt))
 
             let m = try #require(guest.messenger as? RelayMessenger)
