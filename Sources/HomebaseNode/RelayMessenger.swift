@@ -387,6 +387,23 @@ public final class RelayMessenger: PeerMessenger {
         for cb in failed { cb?(.receipt(.payloadTooLarge)) }
     }
 
+    /// A sibling or contact sent on a session this device does not hold (it restarted, or erased the session):
+    /// a new handshake to it, unless one is under way or a session may send, so its next message finds a live
+    /// session (§7.5). A stranger gets nothing, as always.
+    private func initiateAfterLostSession(with peer: PublicKey, channel: Channel) {
+        guard (try? self.receiver.checkEntitlement(channel: channel, messageType: "",
+                                                   relation: self.relation(peer))) != nil
+        else { return }
+        let now = self.wallClock()
+        let frame = self.state.withLock { s -> [UInt8]? in
+            guard var table = s.sessions, table.readiness(for: peer, nowMs: now) == .needsHandshake else { return nil }
+            defer { s.sessions = table }
+            return Self.initiation(&table, to: peer, channel: channel, nowMs: now)
+        }
+        guard var frame else { return }
+        self.dispatch(&frame, onReceipt: nil)
+    }
+
     /// The replay rule for a handshake message (§7.6): its id recorded, false when seen before.
     private func recordHandshake(_ header: SessionEnvelopeHeader) -> Bool {
         guard let seen = self.seen else { return true }
@@ -427,6 +444,9 @@ public final class RelayMessenger: PeerMessenger {
         switch result {
         case .failure(let error):
             self.drop(error, from: relaySender)
+            if error == .noSession, header.kind == .transport {
+                self.initiateAfterLostSession(with: relaySender, channel: header.channel)
+            }
             return nil
         case .success(.initiation(let responder)):
             guard self.recordHandshake(header) else {
@@ -514,9 +534,7 @@ public final class RelayMessenger: PeerMessenger {
                 let cb = self.state.withLock { $0.receipts.complete(sendID) }
                 cb?(.receipt(status))
             case .deliver(let sender, let deliveryID, let payload):
-                let message = self.speaksV2 && payload.first == SessionEnvelopeHeader.version
-                    ? self.checkSession(payload, from: sender) : self.check(payload, from: sender)
-                if let message { opened.append(message) }
+                if let message = self.checkDelivered(payload, from: sender) { opened.append(message) }
                 // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
                 if deliveryID != 0 { acks.append(deliveryID) }
             default:
@@ -541,7 +559,13 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The receiver rules of Protocol/envelope.md §5, in order.
     func open(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) {
-        if let message = self.check(payload, from: relaySender) { self.accept([message]) }
+        if let message = self.checkDelivered(payload, from: relaySender) { self.accept([message]) }
+    }
+
+    /// The rules before the replay check for either version, by the envelope's first byte.
+    private func checkDelivered(_ payload: ArraySlice<UInt8>, from sender: PublicKey) -> InboundMessage? {
+        self.speaksV2 && payload.first == SessionEnvelopeHeader.version
+            ? self.checkSession(payload, from: sender) : self.check(payload, from: sender)
     }
 
     /// The rules before the replay check (`EnvelopeReceiver.open`); nil (counted as a drop) when one fails.

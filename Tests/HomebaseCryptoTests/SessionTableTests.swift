@@ -312,6 +312,16 @@ import Testing
         #expect(p.open(atA: true, fromB, now: Self.t0) == .success("{\"y\":1}"))
     }
 
+    @Test func atMostFourSessionsPerPeerAreHeldAndTheOldestIsErased() throws {
+        let p = try Pair()
+        _ = try p.handshake(now: Self.t0, sessionID: [0, 0, 0, 0, 0, 0, 0, 1])
+        let first = try #require(p.seal(fromA: true, "{\"first\":1}", now: Self.t0))
+        for i in 2...5 { _ = try p.handshake(now: Self.t0 + UInt64(i), sessionID: [0, 0, 0, 0, 0, 0, 0, UInt8(i)]) }
+        #expect(p.ta.sessionCount(with: p.b.publicKey) == SessionTable.sessionsPerPeer)
+        #expect(p.tb.sessionCount(with: p.a.publicKey) == SessionTable.sessionsPerPeer)
+        #expect(p.open(atA: false, first, now: Self.t0 + 10) == .failure(.noSession))
+    }
+
     @Test func anInitiationFromAnotherStaticKeyThanTheSenderIsRefused() throws {
         let p = try Pair()
         let c = SigningSecretKey.generate()

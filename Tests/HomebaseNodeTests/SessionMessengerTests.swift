@@ -2,6 +2,7 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseStore
+import HomebaseTransport
 import Testing
 @testable import HomebaseNode
 
@@ -16,6 +17,14 @@ import Testing
         var it = m.events.makeAsyncIterator()
         guard case .connected = await it.next() else { throw MessengerTestError("did not connect") }
         return m
+    }
+
+    static func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<250 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
     }
 
     @Test func inferenceGoesOverASessionOnceThePeerAdvertisedV2() async throws {
@@ -116,6 +125,53 @@ import Testing
         #expect(await nextInbound(b, timeout: .milliseconds(800)) == nil)
         #expect(b.dropCounts == ["not_entitled": 1])
         #expect(b.sessionCounts.responded == 0)
+    }
+
+    /// A peer that restarted holds no session: the message sent on the old one is dropped, and the restarted peer
+    /// makes a new session so that the next message goes through (envelope.md §7.5).
+    @Test func aRestartedPeerMakesANewSessionAndTheNextMessageArrives() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let bKey = SigningSecretKey.generate()
+        let a = try await Self.messenger(relay)
+        defer { a.stop() }
+        let b = try await connectedMessenger(relay, key: bKey)
+        a.recordEnvelopeVersions([1, 2], of: bKey.publicKey)
+        a.send(.inferCancel(id: "before"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "before"))
+        b.stop()
+        let restarted = try await connectedMessenger(relay, key: bKey)
+        defer { restarted.stop() }
+        a.send(.inferCancel(id: "lost"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        // (Not `nextInbound` with a timeout: a cancelled wait ends the inbound stream.)
+        #expect(await Self.eventually { a.sessionCounts.responded == 1 })  // the restarted peer's new handshake
+        #expect(restarted.dropCounts == ["no_session": 1])
+        a.send(.inferCancel(id: "after"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        #expect(try #require(await nextInbound(restarted)).message == .inferCancel(id: "after"))
+        #expect(restarted.sessionCounts.initiated == 1 && restarted.sessionCounts.opened == 1)
+    }
+
+    /// IK's message 1 is replayable by design: a second copy is dropped (envelope.md §7.6), so the responder
+    /// answers once and holds one session.
+    @Test func aReplayedInitiationIsAnsweredOnce() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let aKey = SigningSecretKey.generate()
+        let a = try await connectedMessenger(relay, key: aKey), b = try await Self.messenger(relay)
+        defer { a.stop(); b.stop() }
+        var table = try SessionTable(identity: aKey)
+        let now = Posix.wallClockMs
+        let m1 = try table.initiate(to: b.publicKey, channel: .syncDelta, sessionID: [7, 7, 7, 7, 7, 7, 7, 7],
+                                    ephemeral: .generate(), messageID: SecureRandom.bytes(16), sentAtMs: now,
+                                    nowMs: now)
+        b.open(m1[...], from: aKey.publicKey)
+        b.open(m1[...], from: aKey.publicKey)
+        #expect(b.sessionCounts.responded == 1)
+        // While its session is held the copy is refused by rule 8a (session id in use), before rule 11.
+        #expect(b.dropCounts == ["handshake_failed": 1])
+        // Sent as someone else (the relay says another key sent it): the header names a, so it is refused.
+        b.open(m1[...], from: SigningSecretKey.generate().publicKey)
+        #expect(b.dropCounts["sender_mismatch"] == 1)
     }
 
     /// A peer's signed advert is how a device learns it speaks v2: the messenger reads and verifies it.
