@@ -140,10 +140,13 @@ public struct SessionTable: Sendable {
         to peer: PublicKey, channel: Channel, messageID: some Collection<UInt8>, sentAtMs: UInt64, nowMs: UInt64,
         appendingTo out: inout [UInt8], plaintext writePlaintext: (inout [UInt8]) -> Void
     ) -> Bool {
-        guard var state = self.peers[peer],
-            let index = state.sessions.lastIndex(where: { $0.maySend(nowMs: nowMs) })
-        else { return false }
-        var send = state.sessions[index].send
+        // Read and written back in place (`self.peers[peer]!…`): a copy of the peer's state would copy its
+        // sessions array on every message.
+        guard let index = self.peers[peer]?.sessions.lastIndex(where: { $0.maySend(nowMs: nowMs) }) else {
+            return false
+        }
+        let sessionID = self.peers[peer]!.sessions[index].id
+        var send = self.peers[peer]!.sessions[index].send
         let counter = send.next
         let epoch = counter >> Self.epochShift
         while send.epoch < epoch {
@@ -154,15 +157,14 @@ public struct SessionTable: Sendable {
         send.next += 1
         let header = SessionEnvelopeHeader(
             channel: channel, sender: self.identity, recipient: peer, messageID: Array(messageID),
-            sentAtMs: sentAtMs, kind: .transport, sessionID: state.sessions[index].id, counter: counter)
+            sentAtMs: sentAtMs, kind: .transport, sessionID: sessionID, counter: counter)
         var plaintext: [UInt8] = []
         writePlaintext(&plaintext)
         plaintext = EnvelopePadding.pad(plaintext)
         let headerBytes = header.encoded()
         let ciphertext = Noise.encrypt(key: send.key, n: counter, ad: headerBytes, plaintext: plaintext)
         wipe(&plaintext)
-        state.sessions[index].send = send
-        self.peers[peer] = state
+        self.peers[peer]!.sessions[index].send = send
         out += headerBytes
         out += ciphertext
         return true
@@ -244,16 +246,14 @@ public struct SessionTable: Sendable {
             self.peers[peer] = state
             return .success(.established(header))
         case .transport:
-            guard var state = self.peers[peer],
-                let index = state.sessions.firstIndex(where: {
-                    $0.id == header.sessionID && nowMs &- $0.establishedAtMs < Self.eraseAfterMs
-                })
+            guard let index = self.peers[peer]?.sessions.firstIndex(where: {
+                $0.id == header.sessionID && nowMs &- $0.establishedAtMs < Self.eraseAfterMs
+            })
             else { return .failure(.noSession) }
-            guard let opened = Self.open(envelope, with: state.sessions[index].receive) else {
+            guard let opened = Self.open(envelope, with: self.peers[peer]!.sessions[index].receive) else {
                 return .failure(.openFailed)
             }
-            state.sessions[index].receive = opened.cipher
-            self.peers[peer] = state
+            self.peers[peer]!.sessions[index].receive = opened.cipher
             return .success(.transport(header, plaintext: opened.plaintext))
         }
     }

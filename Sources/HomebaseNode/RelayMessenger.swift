@@ -41,7 +41,8 @@ public final class RelayMessenger: PeerMessenger {
         var maxPayload = RelayLimits().maxPayloadBytes
         /// Warnings of a full backlog: one per 10 s, not one per refused frame.
         var backlogWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
-        /// v2 sessions (nil for a v1-only messenger, or a key that has no X25519 form).
+        /// v2 sessions (nil for a v1-only messenger, or a key that has no X25519 form). Taken out (`take()`) to
+        /// be changed and put back, so its dictionary is never copied.
         var sessions: SessionTable?
         /// The highest envelope version each peer advertised or spoke (envelope.md §7.8).
         var versions = PeerVersionBook()
@@ -276,7 +277,7 @@ public final class RelayMessenger: PeerMessenger {
         let now = self.wallClock()
         var initiation: [UInt8]?
         let next: Next = self.state.withLock { s in
-            guard var table = s.sessions else { return .refused }
+            guard var table = s.sessions.take() else { return .refused }
             defer { s.sessions = table }
             let readiness = table.readiness(for: peer, nowMs: now)
             if case .ready(let rekeyDue) = readiness {
@@ -353,7 +354,7 @@ public final class RelayMessenger: PeerMessenger {
     private func sweepSessions() {
         let now = self.wallClock()
         let failed = self.state.withLock { s -> [Held] in
-            guard var table = s.sessions else { return [] }
+            guard var table = s.sessions.take() else { return [] }
             let peers = table.sweep(nowMs: now)
             s.sessions = table
             return peers.flatMap { s.held.removeValue(forKey: $0) ?? [] }
@@ -367,7 +368,7 @@ public final class RelayMessenger: PeerMessenger {
         let (frames, failed) = self.state.withLock { s in
             var frames: [([UInt8], (@Sendable (SendOutcome) -> Void)?)] = []
             var failed: [(@Sendable (SendOutcome) -> Void)?] = []
-            guard var table = s.sessions else { return (frames, failed) }
+            guard var table = s.sessions.take() else { return (frames, failed) }
             for h in s.held.removeValue(forKey: peer) ?? [] {
                 if let frame = Self.sealOnSession(&table, h.message, to: peer, channel: h.channel, nowMs: now,
                                                   maxPayload: s.maxPayload) {
@@ -396,7 +397,9 @@ public final class RelayMessenger: PeerMessenger {
         else { return }
         let now = self.wallClock()
         let frame = self.state.withLock { s -> [UInt8]? in
-            guard var table = s.sessions, table.readiness(for: peer, nowMs: now) == .needsHandshake else { return nil }
+            guard s.sessions?.readiness(for: peer, nowMs: now) == .needsHandshake, var table = s.sessions.take() else {
+                return nil
+            }
             defer { s.sessions = table }
             return Self.initiation(&table, to: peer, channel: channel, nowMs: now)
         }
@@ -435,7 +438,7 @@ public final class RelayMessenger: PeerMessenger {
             return nil
         }
         let result = self.state.withLock { s -> Result<SessionTable.Received, EnvelopeError> in
-            guard var table = s.sessions else { return .failure(.unknownVersion) }
+            guard var table = s.sessions.take() else { return .failure(.unknownVersion) }
             defer { s.sessions = table }
             return table.receive(envelope, nowMs: now, ephemeral: { .generate() },
                                  replyMessageID: { SecureRandom.publicBytes(EnvelopeHeader.messageIDByteCount) },
