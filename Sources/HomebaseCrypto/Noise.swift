@@ -75,6 +75,27 @@ enum Noise {
         return out
     }
 
+    /// `ENCRYPT(k, n, ad, plaintext)` in place within `out`, laid out from `start` as `ad (adCount bytes) ||
+    /// plaintext || 16 bytes of tag space`: the plaintext becomes the ciphertext and the tag space the tag, the
+    /// bytes of `encrypt`'s output. No copy of the plaintext is made (so none is left to erase).
+    static func encryptInPlace(_ out: inout [UInt8], from start: Int, adCount: Int, key: SymmetricKey, n: UInt64) {
+        let messageCount = out.count - start - adCount - Self.tagLength
+        precondition(start >= 0 && adCount >= 0 && messageCount >= 0, "encryptInPlace: shorter than ad and tag")
+        Sodium.ensureInitialized()
+        let npub = Self.nonce(n)
+        let rc = out.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress! + start
+            let message = base + adCount
+            return key.withUnsafeBytes { k in
+                // libsodium encrypts in place when c == m; the additional data is only read.
+                crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                    message, message + messageCount, nil, message, UInt64(messageCount), base, UInt64(adCount), nil,
+                    npub, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+        precondition(rc == 0, "crypto_aead_chacha20poly1305_ietf_encrypt_detached failed")
+    }
+
     /// `REKEY(k)`, Noise §4.2's default: the first 32 bytes of `ENCRYPT(k, 2^64 - 1, empty, 32 zero bytes)`.
     static func rekey(_ key: SymmetricKey) -> SymmetricKey {
         var block = Self.encrypt(key: key, n: UInt64.max, ad: [], plaintext: [UInt8](repeating: 0, count: 32))

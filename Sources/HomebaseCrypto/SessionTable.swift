@@ -158,15 +158,16 @@ public struct SessionTable: Sendable {
         let header = SessionEnvelopeHeader(
             channel: channel, sender: self.identity, recipient: peer, messageID: Array(messageID),
             sentAtMs: sentAtMs, kind: .transport, sessionID: sessionID, counter: counter)
-        var plaintext: [UInt8] = []
-        writePlaintext(&plaintext)
-        plaintext = EnvelopePadding.pad(plaintext)
-        let headerBytes = header.encoded()
-        let ciphertext = Noise.encrypt(key: send.key, n: counter, ad: headerBytes, plaintext: plaintext)
-        wipe(&plaintext)
+        // Header, plaintext padded as in v1, tag space; then encrypted in place (the header is the additional data).
+        let start = out.count
+        header.append(to: &out)
+        let plaintextStart = out.count
+        writePlaintext(&out)
+        let count = out.count - plaintextStart
+        let padding = EnvelopePadding.paddedCount(count) - count
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padding + Noise.tagLength))
+        Noise.encryptInPlace(&out, from: start, adCount: SessionEnvelopeHeader.byteCount, key: send.key, n: counter)
         self.peers[peer]!.sessions[index].send = send
-        out += headerBytes
-        out += ciphertext
         return true
     }
 
