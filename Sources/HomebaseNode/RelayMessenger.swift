@@ -33,6 +33,8 @@ public final class RelayMessenger: PeerMessenger {
     private let sweepTask = Mutex<Task<Void, Never>?>(nil)
     /// Whether this device speaks v2 (envelope.md §7); a v1-only messenger is what an older peer is.
     public let speaksV2: Bool
+    /// Where the peers' envelope versions are kept across restarts (nil: in memory only).
+    private let versionStore: PeerVersionStore?
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -82,9 +84,11 @@ public final class RelayMessenger: PeerMessenger {
     public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
                 options: RelayLink.Options = RelayLink.Options(), logger: Logger,
                 wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs },
-                replayPruneInterval: Duration = .seconds(3600), speaksV2: Bool = true) {
+                replayPruneInterval: Duration = .seconds(3600), speaksV2: Bool = true,
+                versionStore: PeerVersionStore? = nil) {
         self.publicKey = key.publicKey
         self.speaksV2 = speaksV2
+        self.versionStore = versionStore
         self.replayPruneInterval = replayPruneInterval
         self.key = key
         self.seen = seen
@@ -98,7 +102,11 @@ public final class RelayMessenger: PeerMessenger {
         self.linkBox.withLock { $0 = link }
         if speaksV2 {
             let table = try? SessionTable(identity: key)
-            self.state.withLock { $0.sessions = table }
+            let known = (try? versionStore?.all()) ?? []
+            self.state.withLock { s in
+                s.sessions = table
+                for (peer, version) in known { s.versions.record(peer, version: version) }
+            }
         }
     }
 
@@ -106,7 +114,20 @@ public final class RelayMessenger: PeerMessenger {
 
     public func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey) {
         guard self.speaksV2 else { return }
-        self.state.withLock { $0.versions.record(peer, advertised: versions) }
+        self.raiseVersion(of: peer, to: EnvelopeVersions.highestCommon(versions))
+    }
+
+    /// Raises the record of `peer` (it only goes up), and keeps it when it went up.
+    private func raiseVersion(of peer: PublicKey, to version: UInt8) {
+        let raised = self.state.withLock { s -> Bool in
+            let before = s.versions.version(of: peer)
+            s.versions.record(peer, version: version)
+            return s.versions.version(of: peer) > before
+        }
+        guard raised, let store = self.versionStore else { return }
+        do { try store.raise(peer, to: version) } catch {
+            self.logger.warning("Keeping a peer's envelope version failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// The version inference messages to `peer` go in now (tests, diagnostics).
@@ -458,9 +479,9 @@ public final class RelayMessenger: PeerMessenger {
             }
             self.state.withLock { s in
                 s.sessions?.commit(responder)
-                s.versions.record(relaySender, version: SessionEnvelopeHeader.version)
                 s.sessionCounts.responded += 1
             }
+            self.raiseVersion(of: relaySender, to: SessionEnvelopeHeader.version)
             var frame: [UInt8] = []
             RelayFrame.appendSendHead(sendID: 0, recipient: relaySender, flags: 0, to: &frame)
             frame += responder.reply
@@ -468,10 +489,8 @@ public final class RelayMessenger: PeerMessenger {
             return nil
         case .success(.established):
             _ = self.recordHandshake(header)
-            self.state.withLock { s in
-                s.versions.record(relaySender, version: SessionEnvelopeHeader.version)
-                s.sessionCounts.initiated += 1
-            }
+            self.state.withLock { $0.sessionCounts.initiated += 1 }
+            self.raiseVersion(of: relaySender, to: SessionEnvelopeHeader.version)
             self.flushHeld(to: relaySender)
             return nil
         case .success(.transport(_, let plaintext)):

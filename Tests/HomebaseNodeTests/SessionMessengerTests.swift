@@ -151,6 +151,31 @@ import Testing
         #expect(restarted.sessionCounts.initiated == 1 && restarted.sessionCounts.opened == 1)
     }
 
+    /// The record of a peer's version survives a restart (a relay dropping the peer's adverts to a freshly
+    /// started device cannot push it back to v1), and only goes up.
+    @Test func aPeersVersionIsKeptAcrossARestart() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("versions-\(UUID().uuidString).db").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let key = SigningSecretKey.generate(), peer = SigningSecretKey.generate().publicKey
+        func start() throws -> RelayMessenger {
+            let db = try Database(path: path)
+            return RelayMessenger(url: relay.url, key: key, seen: try SeenMessageStore(database: db),
+                                  relation: { _ in .sibling }, logger: .discard(),
+                                  versionStore: try PeerVersionStore(database: db))
+        }
+        let first = try start()
+        #expect(first.envelopeVersion(for: peer) == 1)
+        first.recordEnvelopeVersions([1, 2], of: peer)
+        first.recordEnvelopeVersions([1], of: peer)
+        first.stop()
+        let again = try start()
+        defer { again.stop() }
+        #expect(again.envelopeVersion(for: peer) == 2)
+        #expect(try PeerVersionStore(database: Database(path: path)).all().map { $0.1 } == [2])
+    }
+
     /// IK's message 1 is replayable by design: a second copy is dropped (envelope.md §7.6), so the responder
     /// answers once and holds one session.
     @Test func aReplayedInitiationIsAnsweredOnce() async throws {
