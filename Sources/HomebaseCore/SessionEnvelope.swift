@@ -51,12 +51,26 @@ public struct SessionEnvelopeHeader: Equatable, Sendable {
     }
 
     public func append(to out: inout [UInt8]) {
-        EnvelopeHeader.appendAD(version: Self.version, channel: self.channel, sender: self.sender,
-                                recipient: self.recipient, messageID: self.messageID, sentAtMs: self.sentAtMs,
-                                to: &out)
-        out.append(self.kind.rawValue)
-        out.append(contentsOf: self.sessionID)
-        out.appendBigEndian(self.counter)
+        Self.append(channel: self.channel, sender: self.sender, recipient: self.recipient, messageID: self.messageID,
+                    sentAtMs: self.sentAtMs, kind: self.kind, sessionID: self.sessionID, counter: self.counter,
+                    to: &out)
+    }
+
+    /// Appends the 107 header bytes of these fields: the one place the layout is written, for a sealer that
+    /// builds the envelope in one buffer without making the header's arrays (inlinable, as
+    /// `EnvelopeHeader.append`, so it is specialized for the caller's collections).
+    @inlinable
+    public static func append(
+        channel: Channel, sender: PublicKey, recipient: PublicKey, messageID: some Collection<UInt8>,
+        sentAtMs: UInt64, kind: Kind, sessionID: some Collection<UInt8>, counter: UInt64, to out: inout [UInt8]
+    ) {
+        precondition(messageID.count == EnvelopeHeader.messageIDByteCount, "message_id is 16 bytes")
+        precondition(sessionID.count == Self.sessionIDByteCount, "session_id is 8 bytes")
+        EnvelopeHeader.appendAD(version: Self.version, channel: channel, sender: sender, recipient: recipient,
+                                messageID: messageID, sentAtMs: sentAtMs, to: &out)
+        out.append(kind.rawValue)
+        out.append(contentsOf: sessionID)
+        out.appendBigEndian(counter)
     }
 
     /// The v1 header fields the receiver rules of §5 judge (version, recipient, sender, channel, time); the

@@ -32,9 +32,17 @@ enum Noise {
 
     /// The 96-bit nonce of Noise §12.3: 32 bits of zeros, then `n` little-endian.
     static func nonce(_ n: UInt64) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 12)
-        for i in 0..<8 { out[4 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))) }
-        return out
+        Self.withNonce(n) { Array($0) }
+    }
+
+    /// `nonce(n)` in a stack buffer, for the duration of `body` (no allocation per message).
+    @inline(__always)
+    static func withNonce<R>(_ n: UInt64, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 12) { buffer in
+            for i in 0..<4 { buffer[i] = 0 }
+            for i in 0..<8 { buffer[4 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))) }
+            return body(UnsafeBufferPointer(buffer))
+        }
     }
 
     /// `ENCRYPT(k, n, ad, plaintext)`: `crypto_aead_chacha20poly1305_ietf_encrypt`.
@@ -63,13 +71,15 @@ enum Noise {
             throw .wrongLength(expected: Self.tagLength, actual: ciphertext.count)
         }
         Sodium.ensureInitialized()
-        let c = Array(ciphertext), a = Array(ad), npub = Self.nonce(n)
+        let c = Array(ciphertext), a = Array(ad)
         var out = [UInt8](repeating: 0, count: c.count - Self.tagLength)
         var outLength: UInt64 = 0
-        let rc = key.withUnsafeBytes { k in
-            crypto_aead_chacha20poly1305_ietf_decrypt(
-                &out, &outLength, nil, c, UInt64(c.count), a, UInt64(a.count), npub,
-                k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        let rc = Self.withNonce(n) { npub in
+            key.withUnsafeBytes { k in
+                crypto_aead_chacha20poly1305_ietf_decrypt(
+                    &out, &outLength, nil, c, UInt64(c.count), a, UInt64(a.count), npub.baseAddress!,
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
         }
         guard rc == 0 else { throw .authenticationFailure }
         return out
@@ -82,15 +92,16 @@ enum Noise {
         let messageCount = out.count - start - adCount - Self.tagLength
         precondition(start >= 0 && adCount >= 0 && messageCount >= 0, "encryptInPlace: shorter than ad and tag")
         Sodium.ensureInitialized()
-        let npub = Self.nonce(n)
-        let rc = out.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress! + start
-            let message = base + adCount
-            return key.withUnsafeBytes { k in
-                // libsodium encrypts in place when c == m; the additional data is only read.
-                crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-                    message, message + messageCount, nil, message, UInt64(messageCount), base, UInt64(adCount), nil,
-                    npub, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        let rc = Self.withNonce(n) { npub in
+            out.withUnsafeMutableBufferPointer { buffer in
+                let base = buffer.baseAddress! + start
+                let message = base + adCount
+                return key.withUnsafeBytes { k in
+                    // libsodium encrypts in place when c == m; the additional data is only read.
+                    crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                        message, message + messageCount, nil, message, UInt64(messageCount), base, UInt64(adCount),
+                        nil, npub.baseAddress!, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
             }
         }
         precondition(rc == 0, "crypto_aead_chacha20poly1305_ietf_encrypt_detached failed")

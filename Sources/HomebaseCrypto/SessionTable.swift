@@ -75,6 +75,37 @@ public struct SessionTable: Sendable {
         var sessions: [Session] = []
         var pending: Pending?
 
+        /// `SessionTable.sealTransport` on this peer's newest session that may send.
+        mutating func sealTransport(
+            identity: PublicKey, to peer: PublicKey, channel: Channel, messageID: some Collection<UInt8>,
+            sentAtMs: UInt64, nowMs: UInt64, appendingTo out: inout [UInt8],
+            plaintext writePlaintext: (inout [UInt8]) -> Void
+        ) -> Bool {
+            guard let index = self.sessions.lastIndex(where: { $0.maySend(nowMs: nowMs) }) else { return false }
+            let counter = self.sessions[index].send.next
+            let epoch = counter >> SessionTable.epochShift
+            while self.sessions[index].send.epoch < epoch {
+                // The previous epoch's key is released (and wiped) as it is replaced.
+                self.sessions[index].send.key = Noise.rekey(self.sessions[index].send.key)
+                self.sessions[index].send.epoch += 1
+            }
+            self.sessions[index].send.next += 1
+            // Header, plaintext padded as in v1, tag space; then encrypted in place (the header is the additional
+            // data).
+            let start = out.count
+            SessionEnvelopeHeader.append(
+                channel: channel, sender: identity, recipient: peer, messageID: messageID, sentAtMs: sentAtMs,
+                kind: .transport, sessionID: self.sessions[index].id, counter: counter, to: &out)
+            let plaintextStart = out.count
+            writePlaintext(&out)
+            let count = out.count - plaintextStart
+            let padding = EnvelopePadding.paddedCount(count) - count
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padding + Noise.tagLength))
+            Noise.encryptInPlace(&out, from: start, adCount: SessionEnvelopeHeader.byteCount,
+                                 key: self.sessions[index].send.key, n: counter)
+            return true
+        }
+
         func uses(_ id: [UInt8]) -> Bool {
             self.pending?.id == id || self.sessions.contains { $0.id == id }
         }
@@ -140,35 +171,11 @@ public struct SessionTable: Sendable {
         to peer: PublicKey, channel: Channel, messageID: some Collection<UInt8>, sentAtMs: UInt64, nowMs: UInt64,
         appendingTo out: inout [UInt8], plaintext writePlaintext: (inout [UInt8]) -> Void
     ) -> Bool {
-        // Read and written back in place (`self.peers[peer]!…`): a copy of the peer's state would copy its
-        // sessions array on every message.
-        guard let index = self.peers[peer]?.sessions.lastIndex(where: { $0.maySend(nowMs: nowMs) }) else {
-            return false
-        }
-        let sessionID = self.peers[peer]!.sessions[index].id
-        var send = self.peers[peer]!.sessions[index].send
-        let counter = send.next
-        let epoch = counter >> Self.epochShift
-        while send.epoch < epoch {
-            // The previous epoch's key is released (and wiped) as it is replaced.
-            send.key = Noise.rekey(send.key)
-            send.epoch += 1
-        }
-        send.next += 1
-        let header = SessionEnvelopeHeader(
-            channel: channel, sender: self.identity, recipient: peer, messageID: Array(messageID),
-            sentAtMs: sentAtMs, kind: .transport, sessionID: sessionID, counter: counter)
-        // Header, plaintext padded as in v1, tag space; then encrypted in place (the header is the additional data).
-        let start = out.count
-        header.append(to: &out)
-        let plaintextStart = out.count
-        writePlaintext(&out)
-        let count = out.count - plaintextStart
-        let padding = EnvelopePadding.paddedCount(count) - count
-        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padding + Noise.tagLength))
-        Noise.encryptInPlace(&out, from: start, adCount: SessionEnvelopeHeader.byteCount, key: send.key, n: counter)
-        self.peers[peer]!.sessions[index].send = send
-        return true
+        // Changed in place through the dictionary (one lookup): a copy of the peer's state would copy its sessions
+        // array on every message.
+        self.peers[peer]?.sealTransport(
+            identity: self.identity, to: peer, channel: channel, messageID: messageID, sentAtMs: sentAtMs,
+            nowMs: nowMs, appendingTo: &out, plaintext: writePlaintext) ?? false
     }
 
     // MARK: Receiving

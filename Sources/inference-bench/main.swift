@@ -13,6 +13,7 @@ import Glibc
 //
 //   inference-bench --code CODE --ollama URL [--model qwen2.5:7b] [--count 50] [--concurrency 100] [--rounds 3] [--sustain 1]
 //                   [--envelope 2] [--homebase-pid PID] [--ollama-pid PID] [--relay-pid PID] [--out FILE]
+//   inference-bench --cost-only 1      (the envelope layer's cost only, JSON on stdout)
 //
 // --envelope 1 makes the device a v1-only peer; 2 (the default) speaks v2 (Protocol/envelope.md §7), so its
 // requests and the Homebase's answers ride a Noise session. Either way the report also carries the envelope
@@ -45,6 +46,12 @@ do {
         options[String(args[i].dropFirst(2))] = args[i + 1]
         i += 2
     }
+}
+// `--cost-only 1`: only the envelope layer's in-process cost (no relay, no Homebase), as JSON on stdout.
+if options["cost-only"] == "1" {
+    let json = try JSONSerialization.data(withJSONObject: envelopeCost(), options: [.sortedKeys])
+    FileHandle.standardOutput.write(json + Data("\n".utf8))
+    exit(0)
 }
 guard let codeText = options["code"], let code = try? PairingCode.parse(codeText) else { fail("--code CODE is required") }
 guard let ollamaURL = options["ollama"] else { fail("--ollama URL is required") }
@@ -512,9 +519,10 @@ func envelopeCost() -> [String: Any] {
     }
     let e2e = try! E2E.deriveKey(selfSecret: a, peer: b.publicKey)
     var v1: [Double] = [], v2: [Double] = []
-    for _ in 0..<20 {
+    // Interleaved batches, so the machine's noise falls on both alike; the medians are reported.
+    for _ in 0..<40 {
         v1.append(us {
-            for _ in 0..<500 {
+            for _ in 0..<250 {
                 var out: [UInt8] = []
                 EnvelopeSealer.seal(channel: .syncDelta, sender: a.publicKey, recipient: b.publicKey,
                                     messageID: SecureRandom.publicBytes(16), sentAtMs: 1,
@@ -523,9 +531,9 @@ func envelopeCost() -> [String: Any] {
                 let opened = try! EnvelopeSealer.open(try! Envelope(decoding: out), key: e2e)
                 _ = try! Message(json: EnvelopePadding.unpad(opened))
             }
-        } / 500)
+        } / 250)
         v2.append(us {
-            for _ in 0..<500 {
+            for _ in 0..<250 {
                 var out: [UInt8] = []
                 _ = ta.sealTransport(to: b.publicKey, channel: .syncDelta, messageID: SecureRandom.publicBytes(16),
                                      sentAtMs: 1, nowMs: 1, appendingTo: &out, plaintext: { chunk.appendJSON(to: &$0) })
@@ -534,7 +542,7 @@ func envelopeCost() -> [String: Any] {
                     replyMessageID: { [] }, replySentAtMs: 1) else { fail("transport") }
                 _ = try! Message(json: EnvelopePadding.unpad(p))
             }
-        } / 500)
+        } / 250)
     }
     return ["handshake_us_p50": round2(median(handshakes)), "chunk_seal_open_us_v1": round2(median(v1)),
             "chunk_seal_open_us_v2": round2(median(v2)), "chunk_v2_over_v1": round2(median(v2) / median(v1))]
