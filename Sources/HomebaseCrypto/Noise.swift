@@ -449,7 +449,4 @@ public enum NoiseIKVectors {
     public static func encrypt(key: SymmetricKey, n: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         Noise.encrypt(key: key, n: n, ad: ad, plaintext: plaintext)
     }
-
-    /// `REKEY(k)`.
-    public static func rekey(_ key: SymmetricKey) -> SymmetricKey { Noise.rekey(key) }
 }

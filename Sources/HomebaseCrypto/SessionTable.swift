@@ -323,11 +323,6 @@ public struct SessionTable: Sendable {
         self.peers[peer]?.pending = nil
     }
 
-    /// Drops everything held for `peer` (its keys are erased): a peer removed from the roster or contacts.
-    public mutating func forget(_ peer: PublicKey) {
-        self.peers[peer] = nil
-    }
-
     /// Sessions held with `peer` (tests, metrics).
     public func sessionCount(with peer: PublicKey) -> Int { self.peers[peer]?.sessions.count ?? 0 }
 

@@ -126,6 +126,7 @@ import Testing
                                  ephemeral: NoiseKeyPair(secretBytes: unhex(v.initiatorEphemeral)),
                                  messageID: unhex(v.initiation.messageId), sentAtMs: now, nowMs: now)
         #expect(Hex.encode(m1) == v.initiation.envelope)
+        #expect(try SessionEnvelope(decoding: m1[...]).encoded() == m1)  // the codec round-trips
         let responderEphemeral = try NoiseKeyPair(secretBytes: unhex(v.responderEphemeral))
         let replyID = try unhex(v.response.messageId)
         guard case .success(.initiation(let responder)) = tb.receive(
