@@ -127,6 +127,26 @@ import Testing
         #expect(b.sessionCounts.responded == 0)
     }
 
+    /// envelope.md §7.9: what is stored for an offline peer stays v1 (and arrives when it connects), while an
+    /// inference message to an offline v2 peer is never stored nor sent in v1: it fails at once (RECEIPT 2).
+    @Test func storedMessagesStayV1AndInferenceIsNeverStored() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let bKey = SigningSecretKey.generate()
+        let a = try await Self.messenger(relay)
+        defer { a.stop() }
+        a.recordEnvelopeVersions([1, 2], of: bKey.publicKey)
+        #expect(await a.sendAndWait(.contactLeave, to: bKey.publicKey, channel: .syncDelta, store: true)
+                == .receipt(.stored))
+        #expect(await a.sendAndWait(.inferCancel(id: "x"), to: bKey.publicKey, channel: .syncDelta, store: true)
+                == .receipt(.recipientOffline))
+        let b = try await connectedMessenger(relay, key: bKey)
+        defer { b.stop() }
+        #expect(try #require(await nextInbound(b)).message == .contactLeave)
+        #expect(b.sessionCounts == RelayMessenger.SessionCounts())
+        #expect(a.sessionCounts.sealed == 0)
+    }
+
     /// A peer that restarted holds no session: the message sent on the old one is dropped, and the restarted peer
     /// makes a new session so that the next message goes through (envelope.md §7.5).
     @Test func aRestartedPeerMakesANewSessionAndTheNextMessageArrives() async throws {
