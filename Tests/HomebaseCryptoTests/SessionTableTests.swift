@@ -313,6 +313,31 @@ import Testing
         #expect(p.open(atA: true, fromB, now: Self.t0) == .success("{\"y\":1}"))
     }
 
+    /// Bad input is normal input: truncations, bit flips and random bytes in any position of every kind of v2
+    /// envelope give a defined drop, never a trap, and never open.
+    @Test func mutatedEnvelopesAreDroppedNeverOpened() throws {
+        let p = try Pair()
+        let handshake = try p.handshake(now: Self.t0)
+        let transport = try #require(p.seal(fromA: true, "{\"type\":\"infer.cancel\",\"id\":\"m\"}", now: Self.t0))
+        var rng = SystemRandomNumberGenerator()
+        for original in handshake + [transport] {
+            for _ in 0..<300 {
+                var bytes = original
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: bytes.removeLast(Int.random(in: 1...bytes.count, using: &rng))
+                case 1: bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng)
+                default: bytes = (0..<Int.random(in: 0..<400, using: &rng)).map { _ in UInt8.random(in: 0...255) }
+                }
+                if bytes == original { continue }
+                for atA in [true, false] {
+                    if case .success(let text) = p.open(atA: atA, bytes, now: Self.t0) {
+                        Issue.record("a mutated envelope opened: \(text)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func atMostFourSessionsPerPeerAreHeldAndTheOldestIsErased() throws {
         let p = try Pair()
         _ = try p.handshake(now: Self.t0, sessionID: [0, 0, 0, 0, 0, 0, 0, 1])
