@@ -10,7 +10,7 @@ public enum ConformanceCommand {
                                      [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
                conformance homebase PUBKEY --relay URL [--state DIR] [--wait-grant SECONDS] [--model TAG]
                                      [--revoke-cmd CMD] [--token T] [--name NAME] [--ca-file PEM] [--insecure]
-                                     [--json]
+                                     [--v1-only] [--json]
 
         Each check prints `PASS name`, `FAIL name: reason` or `SKIP name: reason`; the last line is
         `N passed, N failed` (and `, N skipped`). Exit code 0 only when nothing failed. --json prints a JSON
@@ -21,6 +21,8 @@ public enum ConformanceCommand {
         inference ordering, model_unavailable, cache_miss and an incremental request, cancel, replay, and with
         --revoke-cmd (run with /bin/sh -c, e.g. `homebase revoke <key>`) contact.revoke and not_granted.
         --state DIR keeps the guest key in DIR/guest.key (0600), so a grant survives reruns.
+        The guest speaks envelope v2 (a Noise session for inference) when the host advertises it; --v1-only makes
+        it a v1-only peer, to check that the host still serves one.
         """
 
     /// Runs `arguments` (without the program name). `output` receives every printed line.
@@ -108,6 +110,10 @@ public enum ConformanceCommand {
         while let flag = rest.popFirst() {
             if flag == "--insecure" {
                 o.insecureSkipVerify = true
+                continue
+            }
+            if flag == "--v1-only" {
+                o.speaksV2 = false
                 continue
             }
             guard let value = rest.popFirst() else { return nil }

@@ -29,6 +29,9 @@ public struct HomebaseCheckOptions: Sendable {
     public var notice: @Sendable (String) -> Void = { _ in }
     /// Called once the join is sent, with the guest key (tests grant from here).
     public var onWaitingForGrant: (@Sendable (PublicKey) async -> Void)?
+    /// Whether the guest speaks protocol v2 (`--v1-only` clears it): a v2 guest uses a session for inference
+    /// when the host advertises v2; a v1-only guest checks that the host still serves v1 peers.
+    public var speaksV2 = true
 
     public init(host: PublicKey, relayURL: String) {
         self.host = host
@@ -57,6 +60,9 @@ public struct HomebaseCheckOptions: Sendable {
 /// - `advert-payload`: `v` 1, `host` the host, `seq` > 0, `issued_at` within 5 minutes of our clock.
 /// - `advert-request`: `advert.request` is answered within 5 s by a valid advert with a greater `seq` than any
 ///   before it.
+/// - `session-handshake` (v2 guest, host advertising v2 in its signed grant or advert): a v2 initiation is
+///   answered within 5 s by a response that completes the Noise IK handshake (Protocol/envelope.md §7); the
+///   inference checks after it then run on that session. Skipped for a v1-only guest or a v1-only host.
 /// - `inference-ordering`: `infer.accept` first, `infer.chunk` seq 0…n-1, one `infer.done` with `chunks` n and
 ///   `finish_reason` stop or length, nothing for that id in the 1 s after.
 /// - `model-unavailable`: a model no host has ends in `infer.error model_unavailable`; when the grant is a list
@@ -69,6 +75,9 @@ public struct HomebaseCheckOptions: Sendable {
 ///   answer ended before the cancel could matter (done before the cancel, or within the grace) it is skipped.
 /// - `replay-not-served-twice`: the exact sealed SEND payload of a request is sent again at once and after the
 ///   done; exactly one `infer.accept` and one terminal message arrive for the id.
+/// - `inference-envelopes`: a v2 guest of a v2 host received the inference answers on the session and no v1
+///   inference message (a downgrade); a v1-only guest received them in v1 (the host did not send v2 to a peer
+///   that never advertised it).
 /// - `contact-revoke` (with a revoke command): `contact.revoke` arrives within 5 s of the command finishing.
 /// - `not-granted-after-revoke`: the next request ends in `infer.error not_granted` with no accept.
 ///
@@ -77,8 +86,9 @@ public enum HomebaseChecks {
     /// Names of every check, in order.
     public static let names = [
         "grant-signature", "grant-payload", "advert-after-grant", "advert-signature", "advert-payload",
-        "advert-request", "inference-ordering", "model-unavailable", "cache-miss", "incremental-served",
-        "cancel-stops-stream", "replay-not-served-twice", "contact-revoke", "not-granted-after-revoke",
+        "advert-request", "session-handshake", "inference-ordering", "model-unavailable", "cache-miss",
+        "incremental-served", "cancel-stops-stream", "replay-not-served-twice", "inference-envelopes",
+        "contact-revoke", "not-granted-after-revoke",
     ]
 
     /// The prompt of `cancel-stops-stream`: asks for a long answer, so a real model is still streaming when the
@@ -186,7 +196,7 @@ private final class HomebaseCheckRun {
         do {
             let key = try HomebaseChecks.identity(stateDirectory: self.options.stateDirectory)
             self.session = try HomebaseGuestSession(options: self.options.relayOptions, key: key,
-                                                    host: self.options.host)
+                                                    host: self.options.host, speaksV2: self.options.speaksV2)
         } catch {
             self.skipReason = "no guest session: \(error)"
             self.runner.record("grant-signature", .fail("\(error)"))
@@ -197,12 +207,14 @@ private final class HomebaseCheckRun {
         self.step("advert-signature", self.advertSignature)
         self.step("advert-payload", self.advertPayload)
         self.step("advert-request", self.advertRequest)
+        self.step("session-handshake", self.sessionHandshake)
         self.step("inference-ordering", self.inferenceOrdering)
         self.step("model-unavailable", self.modelUnavailable)
         self.step("cache-miss", self.cacheMiss)
         self.step("incremental-served", self.incrementalServed)
         self.step("cancel-stops-stream", self.cancelStopsStream)
         self.step("replay-not-served-twice", self.replayNotServedTwice)
+        self.step("inference-envelopes", self.inferenceEnvelopes)
         if self.options.revoke == nil, self.skipReason == nil {
             self.runner.record("contact-revoke", .skip("no --revoke-cmd given"))
             self.runner.record("not-granted-after-revoke", .skip("no --revoke-cmd given"))
@@ -240,6 +252,26 @@ private final class HomebaseCheckRun {
         }
         semaphore.wait()
         if let error = box.error { throw error }
+    }
+
+    // MARK: Envelope versions (envelope.md §7)
+
+    private func sessionHandshake() throws -> CheckOutcome {
+        guard self.s.speaksV2 else { return .skip("this guest speaks v1 only (--v1-only)") }
+        guard self.s.hostVersion >= 2 else { return .skip("the host advertises envelope version 1 only") }
+        try self.s.handshake()
+        return .pass
+    }
+
+    private func inferenceEnvelopes() throws -> CheckOutcome {
+        if let drops = self.s.dropSummary { return .fail("envelopes dropped: \(drops)") }
+        let v2 = self.s.speaksV2 && self.s.hostVersion >= 2
+        if v2 {
+            guard self.s.sessionOpened > 0 else { return .fail("no inference answer arrived on the v2 session") }
+            return .pass
+        }
+        guard self.s.sessionOpened == 0 else { return .fail("v2 messages reached a guest that did not advertise v2") }
+        return self.s.speaksV2 ? .skip("the host advertises envelope version 1 only") : .pass
     }
 
     // MARK: Grant (§5)

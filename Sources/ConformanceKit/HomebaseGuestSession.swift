@@ -6,6 +6,10 @@ import HomebaseTransport
 /// A guest's view of one host over a `RawRelayClient`: seals contact-channel envelopes itself and opens what the
 /// host delivers with the receiver rules of Protocol/envelope.md §5, logging every message in arrival order.
 /// Only the codecs and crypto are used, as any third-party guest would. Blocking; one thread at a time.
+///
+/// With `speaksV2`, inference messages go on a v2 session (envelope.md §7) once the host's signed grant or advert
+/// said it speaks v2, and a v1 inference message from such a host is a `downgrade` drop; without, the guest is a
+/// v1-only peer (and the host must serve it in v1).
 final class HomebaseGuestSession {
     /// One message from the host, with the moment it was read.
     struct Received {
@@ -20,6 +24,15 @@ final class HomebaseGuestSession {
     private let receiver: EnvelopeReceiver
     private var seenMessageIDs = Set<[UInt8]>()
     private var nextSendID: UInt32 = 1
+    /// v2 sessions with the host (nil: this guest speaks v1 only).
+    private var sessions: SessionTable?
+    /// The highest envelope version the host advertised in a signed grant or advert, or spoke.
+    private(set) var hostVersion: UInt8 = 1
+    /// v2 traffic so far: handshakes completed, transport messages sent and opened.
+    private(set) var handshakes = 0
+    private(set) var sessionSent = 0
+    private(set) var sessionOpened = 0
+    private var handshakeDone = false
 
     /// Every message the host sent, in arrival order.
     private(set) var log: [Received] = []
@@ -28,7 +41,7 @@ final class HomebaseGuestSession {
     /// Envelopes from the host that broke a receiver rule, by reason: a conforming host sends none.
     private(set) var drops: [String: Int] = [:]
 
-    init(options: RelayCheckOptions, key: SigningSecretKey, host: PublicKey) throws {
+    init(options: RelayCheckOptions, key: SigningSecretKey, host: PublicKey, speaksV2: Bool = true) throws {
         guard let e2e = try? E2E.deriveKey(selfSecret: key, peer: host) else {
             throw CheckFailure("no end-to-end key for host \(host.hex) (not a valid Ed25519 point)")
         }
@@ -36,8 +49,11 @@ final class HomebaseGuestSession {
         self.host = host
         self.e2e = e2e
         self.receiver = EnvelopeReceiver(selfKey: key.publicKey)
+        self.sessions = speaksV2 ? try SessionTable(identity: key) : nil
         self.client = try RawRelayClient.loggedIn(options, key: key)
     }
+
+    var speaksV2: Bool { self.sessions != nil }
 
     var publicKey: PublicKey { self.key.publicKey }
 
@@ -53,12 +69,51 @@ final class HomebaseGuestSession {
         return EnvelopeSealer.sealEncoded(header: header, unpaddedPlaintext: message.jsonBytes(), key: self.e2e)
     }
 
-    /// Sends `message` (STORE when `store`) and returns the exact SEND payload.
+    /// Sends `message` (STORE when `store`) and returns the exact SEND payload: on a v2 session for an inference
+    /// message when both sides speak v2 (always live then), in v1 otherwise.
     @discardableResult
     func send(_ message: Message, store: Bool) throws -> [UInt8] {
+        if self.speaksV2, EnvelopeVersions.version(forSending: message.type, peerVersion: self.hostVersion) == 2 {
+            let payload = try self.sealOnSession(message)
+            try self.sendRaw(payload, store: false)
+            return payload
+        }
         let payload = self.seal(message)
         try self.sendRaw(payload, store: store)
         return payload
+    }
+
+    /// A transport envelope for `message`, making a session first when none may send: the initiation goes live
+    /// and the response is awaited for up to 5 s (frames read meanwhile are handled as usual).
+    private func sealOnSession(_ message: Message) throws -> [UInt8] {
+        guard var table = self.sessions else { throw CheckFailure("this guest speaks v1 only") }
+        if case .ready = table.readiness(for: self.host, nowMs: Posix.wallClockMs) {} else {
+            try self.handshake()
+            table = self.sessions!
+        }
+        var out: [UInt8] = []
+        let now = Posix.wallClockMs
+        guard table.sealTransport(to: self.host, channel: .contact, messageID: SecureRandom.bytes(16), sentAtMs: now,
+                                  nowMs: now, appendingTo: &out, plaintext: { message.appendJSON(to: &$0) })
+        else { throw CheckFailure("no v2 session with the host to send on") }
+        self.sessions = table
+        self.sessionSent += 1
+        return out
+    }
+
+    /// Makes a v2 session with the host: the initiation, then the host's response within 5 s.
+    func handshake() throws {
+        guard var table = self.sessions else { throw CheckFailure("this guest speaks v1 only") }
+        let now = Posix.wallClockMs
+        let initiation = try table.initiate(
+            to: self.host, channel: .contact, sessionID: SecureRandom.bytes(SessionEnvelopeHeader.sessionIDByteCount),
+            ephemeral: .generate(), messageID: SecureRandom.bytes(16), sentAtMs: now, nowMs: now)
+        self.sessions = table
+        self.handshakeDone = false
+        try self.sendRaw(initiation, store: false)
+        guard try self.pump(timeout: .seconds(5), until: { self.handshakeDone }) else {
+            throw CheckFailure("no handshake response (envelope.md §7.5) within 5 s of the initiation")
+        }
     }
 
     /// Sends already sealed envelope bytes, unchanged.
@@ -118,6 +173,7 @@ final class HomebaseGuestSession {
 
     /// The receiver rules, in order; a violation is counted in `drops`, never logged as a message.
     private func open(_ payload: ArraySlice<UInt8>, sender: PublicKey) {
+        if self.speaksV2, payload.first == SessionEnvelopeHeader.version { return self.openSession(payload, sender: sender) }
         // The host is this guest's contact; anyone else is a stranger (who may only ask to join).
         let host = self.host
         let e2e = self.e2e
@@ -128,8 +184,53 @@ final class HomebaseGuestSession {
         case .failure(let error):
             self.drop(error.reason)
         case .success(let envelope):
+            if self.speaksV2, EnvelopeVersions.isDowngrade(envelopeVersion: envelope.header.version,
+                                                           type: envelope.message.type, peerVersion: self.hostVersion) {
+                return self.drop(EnvelopeError.downgrade.reason)
+            }
             guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
+            if let versions = EnvelopeVersions.advertised(in: envelope.message, from: sender) {
+                self.hostVersion = max(self.hostVersion, EnvelopeVersions.highestCommon(versions))
+            }
             self.log.append(Received(message: envelope.message, at: .now))
+        }
+    }
+
+    /// The receiver rules of envelope.md §7.7 for a v2 envelope from the host.
+    private func openSession(_ payload: ArraySlice<UInt8>, sender: PublicKey) {
+        guard var table = self.sessions else { return }
+        let envelope: SessionEnvelope
+        do {
+            envelope = try SessionEnvelope(decoding: payload)
+            try self.receiver.checkHeader(envelope.header.commonHeader, deliveredBy: sender, nowMs: Posix.wallClockMs,
+                                          expectedVersion: SessionEnvelopeHeader.version)
+        } catch {
+            return self.drop(error.reason)
+        }
+        let now = Posix.wallClockMs
+        let result = table.receive(envelope, nowMs: now, ephemeral: { .generate() },
+                                   replyMessageID: { SecureRandom.bytes(16) }, replySentAtMs: now)
+        self.sessions = table
+        switch result {
+        case .failure(let error):
+            self.drop(error.reason)
+        case .success(.initiation(let responder)):
+            guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
+            self.sessions?.commit(responder)
+            self.hostVersion = 2
+            try? self.sendRaw(responder.reply, store: false)
+        case .success(.established):
+            guard self.seenMessageIDs.insert(envelope.header.messageID).inserted else { return self.drop("replay") }
+            self.hostVersion = 2
+            self.handshakes += 1
+            self.handshakeDone = true
+        case .success(.transport(let header, let plaintext)):
+            guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+                return self.drop(EnvelopeError.malformedPlaintext.reason)
+            }
+            guard self.seenMessageIDs.insert(header.messageID).inserted else { return self.drop("replay") }
+            self.sessionOpened += 1
+            self.log.append(Received(message: message, at: .now))
         }
     }
 

@@ -7,7 +7,7 @@ import HomebaseCrypto
 public enum VectorChecks {
     public static let fileNames = [
         "relay-frames.json", "crypto-vectors.json", "crosscheck-v1.json", EnvelopeVectorFile.fileName,
-        MessageVectorFile.fileName, SignedPayloadVectorFile.fileName,
+        MessageVectorFile.fileName, SignedPayloadVectorFile.fileName, Self.cacophonyFile, Self.sessionFile,
     ]
 
     /// Checks every file in `directory` into `runner`. A missing or unreadable file is one failed check.
@@ -28,6 +28,8 @@ public enum VectorChecks {
                 case "crosscheck-v1.json": try Self.crosscheck(data, stem, runner)
                 case EnvelopeVectorFile.fileName: try Self.envelopes(data, stem, runner)
                 case MessageVectorFile.fileName: try Self.messages(data, stem, runner)
+                case Self.cacophonyFile: try Self.cacophony(data, stem, runner)
+                case Self.sessionFile: try Self.sessions(data, stem, runner)
                 default: try Self.signedPayloads(data, stem, runner)
                 }
             } catch {

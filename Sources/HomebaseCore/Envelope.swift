@@ -178,6 +178,13 @@ public enum EnvelopeError: Error, Equatable, Sendable, CaseIterable {
     case notEntitled
     /// The plaintext is not one UTF-8 JSON object with a string `type`.
     case malformedPlaintext
+    /// v2: a response or transport message for a session this device does not hold (never made, or erased).
+    case noSession
+    /// v2: a handshake initiation that cannot make a session (the initiator's static key is not the sender's,
+    /// its session id is in use, or a key is a low-order point).
+    case handshakeFailed
+    /// v2: a v1 envelope carrying an inference message from a peer that advertised v2 (envelope.md §7.8).
+    case downgrade
 
     /// Label for the `envelopes_dropped_total{reason=…}` counter.
     public var reason: String {
@@ -192,6 +199,9 @@ public enum EnvelopeError: Error, Equatable, Sendable, CaseIterable {
         case .replay: "replay"
         case .notEntitled: "not_entitled"
         case .malformedPlaintext: "malformed_plaintext"
+        case .noSession: "no_session"
+        case .handshakeFailed: "handshake_failed"
+        case .downgrade: "downgrade"
         }
     }
 }

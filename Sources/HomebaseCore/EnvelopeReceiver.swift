@@ -19,10 +19,13 @@ public struct EnvelopeReceiver: Sendable {
     }
 
     /// Rules that need no key: version, recipient, sender, channel, time window.
-    public func checkHeader(_ header: EnvelopeHeader, deliveredBy relaySender: PublicKey, nowMs: UInt64)
+    /// `expectedVersion` is 1 for the v1 layout and 2 for a v2 envelope's common fields
+    /// (`SessionEnvelopeHeader.commonHeader`).
+    public func checkHeader(_ header: EnvelopeHeader, deliveredBy relaySender: PublicKey, nowMs: UInt64,
+                            expectedVersion: UInt8 = EnvelopeHeader.version)
         throws(EnvelopeError)
     {
-        guard header.version == EnvelopeHeader.version else { throw .unknownVersion }
+        guard header.version == expectedVersion else { throw .unknownVersion }
         guard header.recipient == self.selfKey else { throw .wrongRecipient }
         guard header.sender == relaySender else { throw .senderMismatch }
         if case .unknown = header.channel { throw .notEntitled }

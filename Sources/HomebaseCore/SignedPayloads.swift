@@ -9,6 +9,8 @@ public struct AdvertPayload: SignedPayload {
     public var issuedAt: UInt64
     public var runtime: Runtime
     public var models: [Model]
+    /// The envelope versions the host speaks (Protocol/envelope.md §7.8); absent (v1-only hosts) means `[1]`.
+    public var envelopes: [Int]?
 
     public struct Runtime: Codable, Equatable, Sendable {
         public var kind: String
@@ -45,16 +47,18 @@ public struct AdvertPayload: SignedPayload {
         }
     }
 
-    public init(host: PublicKey, seq: UInt64, issuedAt: UInt64, runtime: Runtime, models: [Model]) {
+    public init(host: PublicKey, seq: UInt64, issuedAt: UInt64, runtime: Runtime, models: [Model],
+                envelopes: [Int]? = nil) {
         self.v = 1
         self.host = host.hex
         self.seq = seq
         self.issuedAt = issuedAt
         self.runtime = runtime
         self.models = models
+        self.envelopes = envelopes
     }
 
-    enum CodingKeys: String, CodingKey { case v, host, seq, issuedAt = "issued_at", runtime, models }
+    enum CodingKeys: String, CodingKey { case v, host, seq, issuedAt = "issued_at", runtime, models, envelopes }
 }
 
 /// The signed roster payload (Protocol/messages.md, Account), signed by the account key with context
@@ -71,13 +75,17 @@ public struct RosterPayload: SignedPayload {
         /// `homebase` or `handset`.
         public var role: String
         public var addedAt: UInt64
-        public init(pk: String, name: String, role: String, addedAt: UInt64) {
+        /// The envelope versions the device speaks, as far as the Homebase knows (envelope.md §7.8); absent
+        /// means `[1]`.
+        public var envelopes: [Int]?
+        public init(pk: String, name: String, role: String, addedAt: UInt64, envelopes: [Int]? = nil) {
             self.pk = pk
             self.name = name
             self.role = role
             self.addedAt = addedAt
+            self.envelopes = envelopes
         }
-        enum CodingKeys: String, CodingKey { case pk, name, role, addedAt = "added_at" }
+        enum CodingKeys: String, CodingKey { case pk, name, role, addedAt = "added_at", envelopes }
     }
 
     public init(account: PublicKey, version: UInt64, devices: [Device]) {
@@ -100,6 +108,8 @@ public struct GrantPayload: SignedPayload {
     public var models: GrantedModels
     public var issuedAt: UInt64
     public var expiresAt: UInt64?
+    /// The envelope versions the host speaks (envelope.md §7.8); absent means `[1]`.
+    public var envelopes: [Int]?
 
     public enum GrantedModels: Codable, Equatable, Sendable {
         case all
@@ -133,16 +143,20 @@ public struct GrantPayload: SignedPayload {
         }
     }
 
-    public init(host: PublicKey, guest: PublicKey, models: GrantedModels, issuedAt: UInt64, expiresAt: UInt64?) {
+    public init(host: PublicKey, guest: PublicKey, models: GrantedModels, issuedAt: UInt64, expiresAt: UInt64?,
+                envelopes: [Int]? = nil) {
         self.v = 1
         self.host = host.hex
         self.guest = guest.hex
         self.models = models
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
+        self.envelopes = envelopes
     }
 
-    enum CodingKeys: String, CodingKey { case v, host, guest, models, issuedAt = "issued_at", expiresAt = "expires_at" }
+    enum CodingKeys: String, CodingKey {
+        case v, host, guest, models, issuedAt = "issued_at", expiresAt = "expires_at", envelopes
+    }
 }
 
 /// A signed JSON payload with a format version `v` (always 1 in protocol v1).

@@ -59,3 +59,16 @@ public enum SignedPayloadVerifier {
         try? Self.verify(type, payload: blob.payload, signature: blob.signature, signer: signer).get()
     }
 }
+
+extension EnvelopeVersions {
+    /// The envelope versions `sender` advertises in `message` (Protocol/envelope.md §7.8): the `envelopes` of an
+    /// advert or grant that `sender` signed, verified here; nil for any other message or a payload that does not
+    /// verify.
+    public static func advertised(in message: Message, from sender: PublicKey) -> [Int]? {
+        switch message {
+        case .advert(let blob): SignedPayloadVerifier.verify(AdvertPayload.self, blob, signer: sender)?.envelopes
+        case .contactGrant(let blob): SignedPayloadVerifier.verify(GrantPayload.self, blob, signer: sender)?.envelopes
+        default: nil
+        }
+    }
+}

@@ -74,11 +74,29 @@ public protocol PeerMessenger: AnyObject, Sendable {
     /// replies sent meanwhile leave together. The handler must not wait for anything the receiving thread does.
     /// Nil gives every message to `inbound` again.
     func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?)
+
+    /// The envelope versions this device speaks, for the `envelopes` field of what it signs (adverts, rosters,
+    /// grants; Protocol/envelope.md §7.8).
+    var envelopeVersions: [Int] { get }
+
+    /// Records the envelope versions `peer` advertised in a payload the node verified (a roster entry).
+    /// Adverts and grants are read by the messenger itself.
+    func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey)
+
+    /// The envelope version inference messages to and from `peer` use now (§7.8: the highest common one).
+    func envelopeVersion(for peer: PublicKey) -> UInt8
 }
 
 extension PeerMessenger {
     /// A messenger without a rate to keep is never paced.
     public var isSendPaced: Bool { false }
+
+    /// A messenger without sessions speaks v1 only.
+    public var envelopeVersions: [Int] { [1] }
+
+    public func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey) {}
+
+    public func envelopeVersion(for peer: PublicKey) -> UInt8 { 1 }
 
     /// A messenger without an inline path gives every message to `inbound`.
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {}

@@ -8,6 +8,11 @@ import Synchronization
 /// The real `PeerMessenger`: seals messages into envelopes (Protocol/envelope.md), sends them through a
 /// `RelayLink`, and opens what arrives, applying every receiver rule in order, with replay protection persisted
 /// in the device's state database.
+///
+/// It speaks v2 (envelope.md §7) unless made v1-only: inference messages to a peer recorded at v2 go on a
+/// session (`SessionTable`), made on demand with the messages held meanwhile; everything else is v1. The
+/// protocol's rules live in `SessionTable` and `EnvelopeVersions`; this class draws randomness and time and moves
+/// frames.
 public final class RelayMessenger: PeerMessenger {
     public let publicKey: PublicKey
     public let inbound: AsyncStream<InboundMessage>
@@ -25,6 +30,11 @@ public final class RelayMessenger: PeerMessenger {
     private let inlineHandler = CallbackSlot<InboundMessage, Bool>()
     private let replayPruneInterval: Duration
     private let pruneTask = Mutex<Task<Void, Never>?>(nil)
+    private let sweepTask = Mutex<Task<Void, Never>?>(nil)
+    /// Whether this device speaks v2 (envelope.md §7); a v1-only messenger is what an older peer is.
+    public let speaksV2: Bool
+    /// Where the peers' envelope versions are kept across restarts (nil: in memory only).
+    private let versionStore: PeerVersionStore?
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -33,7 +43,37 @@ public final class RelayMessenger: PeerMessenger {
         var maxPayload = RelayLimits().maxPayloadBytes
         /// Warnings of a full backlog: one per 10 s, not one per refused frame.
         var backlogWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
+        /// v2 sessions (nil for a v1-only messenger, or a key that has no X25519 form). Taken out (`take()`) to
+        /// be changed and put back, so its dictionary is never copied.
+        var sessions: SessionTable?
+        /// The highest envelope version each peer advertised or spoke (envelope.md §7.8).
+        var versions = PeerVersionBook()
+        /// v2 messages waiting for a handshake, per peer, in send order (at most `maxHeld` each).
+        var held: [PublicKey: [Held]] = [:]
+        var sessionCounts = SessionCounts()
     }
+
+    /// What went through v2 so far (tests, the bench, diagnostics).
+    public struct SessionCounts: Equatable, Sendable {
+        /// Handshakes completed as initiator and as responder.
+        public var initiated = 0
+        public var responded = 0
+        /// Transport messages sealed and opened.
+        public var sealed = 0
+        public var opened = 0
+    }
+
+    public var sessionCounts: SessionCounts { self.state.withLock { $0.sessionCounts } }
+
+    /// A v2 message waiting for its peer's session.
+    private struct Held {
+        var message: Message
+        var channel: Channel
+        var onReceipt: (@Sendable (SendOutcome) -> Void)?
+    }
+
+    /// envelope.md §7.5: held messages per peer.
+    static let maxHeld = 64
 
     /// - Parameters:
     ///   - seen: the persisted replay set; nil keeps none (only for throwaway tools).
@@ -44,8 +84,11 @@ public final class RelayMessenger: PeerMessenger {
     public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
                 options: RelayLink.Options = RelayLink.Options(), logger: Logger,
                 wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs },
-                replayPruneInterval: Duration = .seconds(3600)) {
+                replayPruneInterval: Duration = .seconds(3600), speaksV2: Bool = true,
+                versionStore: PeerVersionStore? = nil) {
         self.publicKey = key.publicKey
+        self.speaksV2 = speaksV2
+        self.versionStore = versionStore
         self.replayPruneInterval = replayPruneInterval
         self.key = key
         self.seen = seen
@@ -57,10 +100,56 @@ public final class RelayMessenger: PeerMessenger {
         (self.events, self.eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
         let link = RelayLink(url: url, key: key, options: options) { [weak self] event in self?.handle(event) }
         self.linkBox.withLock { $0 = link }
+        if speaksV2 {
+            let table = try? SessionTable(identity: key)
+            let known = (try? versionStore?.all()) ?? []
+            self.state.withLock { s in
+                s.sessions = table
+                for (peer, version) in known { s.versions.record(peer, version: version) }
+            }
+        }
+    }
+
+    public var envelopeVersions: [Int] { self.speaksV2 ? EnvelopeVersions.supported : [1] }
+
+    public func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey) {
+        guard self.speaksV2 else { return }
+        self.raiseVersion(of: peer, to: EnvelopeVersions.highestCommon(versions))
+    }
+
+    /// Raises the record of `peer` (it only goes up), and keeps it when it went up.
+    private func raiseVersion(of peer: PublicKey, to version: UInt8) {
+        let raised = self.state.withLock { s -> Bool in
+            let before = s.versions.version(of: peer)
+            s.versions.record(peer, version: version)
+            return s.versions.version(of: peer) > before
+        }
+        guard raised, let store = self.versionStore else { return }
+        do { try store.raise(peer, to: version) } catch {
+            self.logger.warning("Keeping a peer's envelope version failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The version inference messages to `peer` go in now (tests, diagnostics).
+    public func envelopeVersion(for peer: PublicKey) -> UInt8 {
+        self.state.withLock { $0.versions.version(of: peer) }
     }
 
     public func start() {
         self.link?.start()
+        if self.speaksV2 {
+            self.sweepTask.withLock { task in
+                task?.cancel()
+                // Once a second: handshakes time out after 10 s and sessions are erased after 11 minutes
+                // (envelope.md §7.4); a second late is within both.
+                task = Task { [weak self] in
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: .seconds(1)) } catch { return }
+                        self?.sweepSessions()
+                    }
+                }
+            }
+        }
         guard self.seen != nil else { return }
         let interval = self.replayPruneInterval
         self.pruneTask.withLock { task in
@@ -76,6 +165,10 @@ public final class RelayMessenger: PeerMessenger {
 
     public func stop() {
         self.pruneTask.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        self.sweepTask.withLock { task in
             task?.cancel()
             task = nil
         }
@@ -100,6 +193,12 @@ public final class RelayMessenger: PeerMessenger {
 
     public func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
                      onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+        if self.speaksV2, EnvelopeVersions.isSessionMessage(message.type),
+            self.state.withLock({ $0.versions.version(of: peer) }) >= 2
+        {
+            // Never downgraded: without a session the message waits for one or fails (envelope.md §7.8).
+            return self.sendOnSession(message, to: peer, channel: channel, onReceipt: onReceipt)
+        }
         // The SEND frame is built in one buffer: its fixed part, then the envelope sealed after it. Its send_id
         // is known only once the frame is sure to go, so it is set then.
         guard var frame = self.seal(message, to: peer, channel: channel, after: {
@@ -108,12 +207,23 @@ public final class RelayMessenger: PeerMessenger {
             onReceipt?(.receipt(.payloadTooLarge))
             return
         }
+        self.dispatch(&frame, onReceipt: onReceipt)
+    }
+
+    /// Registers `onReceipt` (if any) under a send_id, sets it in the SEND frame, and enqueues the frame.
+    private func dispatch(_ frame: inout [UInt8], onReceipt: (@Sendable (SendOutcome) -> Void)?) {
         let (sendID, evicted): (UInt32, (@Sendable (SendOutcome) -> Void)?) = self.state.withLock { s in
             guard let onReceipt else { return (0, nil) }
             return s.receipts.register(onReceipt)
         }
         evicted?(.notConnected)
         RelayFrame.setSendID(sendID, inEncodedSend: &frame)
+        self.enqueue(frame, sendID: sendID)
+    }
+
+    /// Hands an encoded SEND frame, its send_id already set, to the link; a frame that cannot go fails its
+    /// receipt callback.
+    private func enqueue(_ frame: [UInt8], sendID: UInt32) {
         guard let link = self.link else { return self.failSend(sendID) }
         switch link.enqueue(encoded: frame) {
         case .queued:
@@ -178,6 +288,229 @@ public final class RelayMessenger: PeerMessenger {
         return k
     }
 
+    // MARK: v2 sessions (envelope.md §7)
+
+    /// An inference message to a v2 peer (§7.5): sealed on a session that may send, or held while one is made
+    /// (initiating when none is under way). Always live (§7.6).
+    private func sendOnSession(_ message: Message, to peer: PublicKey, channel: Channel,
+                               onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+        enum Next { case frame([UInt8]), held, tooLarge, refused }
+        let now = self.wallClock()
+        var initiation: [UInt8]?
+        let next: Next = self.state.withLock { s in
+            guard var table = s.sessions.take() else { return .refused }
+            defer { s.sessions = table }
+            let readiness = table.readiness(for: peer, nowMs: now)
+            if case .ready(let rekeyDue) = readiness {
+                if rekeyDue { initiation = Self.initiation(&table, to: peer, channel: channel, nowMs: now) }
+                let frame = Self.sealOnSession(&table, message, to: peer, channel: channel, nowMs: now,
+                                               maxPayload: s.maxPayload)
+                if frame != nil { s.sessionCounts.sealed += 1 }
+                return frame.map { .frame($0) } ?? .tooLarge
+            }
+            if readiness == .needsHandshake {
+                initiation = Self.initiation(&table, to: peer, channel: channel, nowMs: now)
+                guard initiation != nil else { return .refused }
+            }
+            var list = s.held[peer] ?? []
+            guard list.count < Self.maxHeld else { return .refused }
+            list.append(Held(message: message, channel: channel, onReceipt: onReceipt))
+            s.held[peer] = list
+            return .held
+        }
+        if var frame = initiation {
+            self.dispatch(&frame) { [weak self] outcome in
+                if outcome.isFailure { self?.abandonHandshake(with: peer, outcome: outcome) }
+            }
+        }
+        switch next {
+        case .frame(var frame): self.dispatch(&frame, onReceipt: onReceipt)
+        case .held: break
+        case .tooLarge: onReceipt?(.receipt(.payloadTooLarge))
+        case .refused: onReceipt?(.notConnected)
+        }
+    }
+
+    /// A SEND frame (live) carrying a new handshake initiation; nil when `peer` has no X25519 form.
+    private static func initiation(_ table: inout SessionTable, to peer: PublicKey, channel: Channel,
+                                   nowMs: UInt64) -> [UInt8]? {
+        var out: [UInt8] = []
+        RelayFrame.appendSendHead(sendID: 0, recipient: peer, flags: 0, to: &out)
+        guard let envelope = try? table.initiate(
+            to: peer, channel: channel, sessionID: SecureRandom.publicBytes(SessionEnvelopeHeader.sessionIDByteCount),
+            ephemeral: .generate(), messageID: SecureRandom.publicBytes(EnvelopeHeader.messageIDByteCount),
+            sentAtMs: nowMs, nowMs: nowMs)
+        else { return nil }
+        out += envelope
+        return out
+    }
+
+    /// A SEND frame (live) carrying `message` on the newest session with `peer`; nil when none may send or the
+    /// envelope is larger than the relay takes.
+    private static func sealOnSession(_ table: inout SessionTable, _ message: Message, to peer: PublicKey,
+                                      channel: Channel, nowMs: UInt64, maxPayload: Int) -> [UInt8]? {
+        var out: [UInt8] = []
+        out.reserveCapacity(RelayFrame.sendHeaderByteCount + SessionEnvelopeHeader.byteCount
+                            + EnvelopePadding.paddedCount(message.jsonCapacityHint) + EnvelopeHeader.tagByteCount)
+        RelayFrame.appendSendHead(sendID: 0, recipient: peer, flags: 0, to: &out)
+        let head = out.count
+        guard table.sealTransport(
+            to: peer, channel: channel, messageID: SecureRandom.publicBytes(EnvelopeHeader.messageIDByteCount),
+            sentAtMs: nowMs, nowMs: nowMs, appendingTo: &out, plaintext: { message.appendJSON(to: &$0) })
+        else { return nil }
+        return out.count - head <= maxPayload ? out : nil
+    }
+
+    /// An initiation the relay refused: it is abandoned, and what waited on it fails with the relay's outcome
+    /// (a client falls back as for RECEIPT 2, messages.md §2).
+    private func abandonHandshake(with peer: PublicKey, outcome: SendOutcome) {
+        let held = self.state.withLock { s -> [Held] in
+            s.sessions?.abandonInitiation(to: peer)
+            return s.held.removeValue(forKey: peer) ?? []
+        }
+        for h in held { h.onReceipt?(outcome) }
+    }
+
+    /// Erases expired sessions; messages held for a handshake that timed out fail as not connected.
+    private func sweepSessions() {
+        let now = self.wallClock()
+        let failed = self.state.withLock { s -> [Held] in
+            guard var table = s.sessions.take() else { return [] }
+            let peers = table.sweep(nowMs: now)
+            s.sessions = table
+            return peers.flatMap { s.held.removeValue(forKey: $0) ?? [] }
+        }
+        for h in failed { h.onReceipt?(.notConnected) }
+    }
+
+    /// A session with `peer` is established: the held messages go on it, in order.
+    private func flushHeld(to peer: PublicKey) {
+        let now = self.wallClock()
+        let (frames, failed) = self.state.withLock { s in
+            var frames: [([UInt8], (@Sendable (SendOutcome) -> Void)?)] = []
+            var failed: [(@Sendable (SendOutcome) -> Void)?] = []
+            guard var table = s.sessions.take() else { return (frames, failed) }
+            for h in s.held.removeValue(forKey: peer) ?? [] {
+                if let frame = Self.sealOnSession(&table, h.message, to: peer, channel: h.channel, nowMs: now,
+                                                  maxPayload: s.maxPayload) {
+                    s.sessionCounts.sealed += 1
+                    frames.append((frame, h.onReceipt))
+                } else {
+                    failed.append(h.onReceipt)
+                }
+            }
+            s.sessions = table
+            return (frames, failed)
+        }
+        for (frame, cb) in frames {
+            var frame = frame
+            self.dispatch(&frame, onReceipt: cb)
+        }
+        for cb in failed { cb?(.receipt(.payloadTooLarge)) }
+    }
+
+    /// A sibling or contact sent on a session this device does not hold (it restarted, or erased the session):
+    /// a new handshake to it, unless one is under way or a session may send, so its next message finds a live
+    /// session (§7.5). A stranger gets nothing, as always.
+    private func initiateAfterLostSession(with peer: PublicKey, channel: Channel) {
+        guard (try? self.receiver.checkEntitlement(channel: channel, messageType: "",
+                                                   relation: self.relation(peer))) != nil
+        else { return }
+        let now = self.wallClock()
+        let frame = self.state.withLock { s -> [UInt8]? in
+            guard s.sessions?.readiness(for: peer, nowMs: now) == .needsHandshake, var table = s.sessions.take() else {
+                return nil
+            }
+            defer { s.sessions = table }
+            return Self.initiation(&table, to: peer, channel: channel, nowMs: now)
+        }
+        guard var frame else { return }
+        self.dispatch(&frame, onReceipt: nil)
+    }
+
+    /// The replay rule for a handshake message (§7.6): its id recorded, false when seen before.
+    private func recordHandshake(_ header: SessionEnvelopeHeader) -> Bool {
+        guard let seen = self.seen else { return true }
+        let entry = SeenMessageStore.Entry(sender: header.sender, messageID: header.messageID,
+                                           sentAtMs: header.sentAtMs)
+        return (try? seen.insertIfNew([entry]))?.first ?? false
+    }
+
+    /// The receiver rules of §7.7 for a v2 envelope. Handshake messages are handled here (a response is sent,
+    /// held messages go); a transport message that passes comes back for the replay rule, like a v1 one.
+    private func checkSession(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> InboundMessage? {
+        let envelope: SessionEnvelope
+        do { envelope = try SessionEnvelope(decoding: payload) } catch {
+            self.drop(error, from: relaySender)
+            return nil
+        }
+        let header = envelope.header
+        let now = self.wallClock()
+        do {
+            try self.receiver.checkHeader(header.commonHeader, deliveredBy: relaySender, nowMs: now,
+                                          expectedVersion: SessionEnvelopeHeader.version)
+            if header.kind == .initiation {
+                // No stranger makes sessions: the channel's entitlement, for no message type in particular.
+                try self.receiver.checkEntitlement(channel: header.channel, messageType: "",
+                                                   relation: self.relation(relaySender))
+            }
+        } catch {
+            self.drop(error, from: relaySender)
+            return nil
+        }
+        let result = self.state.withLock { s -> Result<SessionTable.Received, EnvelopeError> in
+            guard var table = s.sessions.take() else { return .failure(.unknownVersion) }
+            defer { s.sessions = table }
+            return table.receive(envelope, nowMs: now, ephemeral: { .generate() },
+                                 replyMessageID: { SecureRandom.publicBytes(EnvelopeHeader.messageIDByteCount) },
+                                 replySentAtMs: now)
+        }
+        switch result {
+        case .failure(let error):
+            self.drop(error, from: relaySender)
+            if error == .noSession, header.kind == .transport {
+                self.initiateAfterLostSession(with: relaySender, channel: header.channel)
+            }
+            return nil
+        case .success(.initiation(let responder)):
+            guard self.recordHandshake(header) else {
+                self.drop(.replay, from: relaySender)
+                return nil
+            }
+            self.state.withLock { s in
+                s.sessions?.commit(responder)
+                s.sessionCounts.responded += 1
+            }
+            self.raiseVersion(of: relaySender, to: SessionEnvelopeHeader.version)
+            var frame: [UInt8] = []
+            RelayFrame.appendSendHead(sendID: 0, recipient: relaySender, flags: 0, to: &frame)
+            frame += responder.reply
+            self.dispatch(&frame, onReceipt: nil)
+            return nil
+        case .success(.established):
+            _ = self.recordHandshake(header)
+            self.state.withLock { $0.sessionCounts.initiated += 1 }
+            self.raiseVersion(of: relaySender, to: SessionEnvelopeHeader.version)
+            self.flushHeld(to: relaySender)
+            return nil
+        case .success(.transport(_, let plaintext)):
+            self.state.withLock { $0.sessionCounts.opened += 1 }
+            guard let message = try? Message(json: EnvelopePadding.unpad(plaintext)) else {
+                self.drop(.malformedPlaintext, from: relaySender)
+                return nil
+            }
+            do {
+                try self.receiver.checkEntitlement(channel: header.channel, messageType: message.type,
+                                                   relation: self.relation(relaySender))
+            } catch {
+                self.drop(error, from: relaySender)
+                return nil
+            }
+            return InboundMessage(sender: relaySender, channel: header.channel, message: message,
+                                  sentAtMs: header.sentAtMs, messageID: header.messageID)
+        }
+    }
+
     /// Deletes replay records older than the horizon: an envelope that old is dropped as expired before the
     /// replay check, so they can stop nothing.
     private func pruneReplayRecords() {
@@ -223,7 +556,7 @@ public final class RelayMessenger: PeerMessenger {
                 let cb = self.state.withLock { $0.receipts.complete(sendID) }
                 cb?(.receipt(status))
             case .deliver(let sender, let deliveryID, let payload):
-                if let message = self.check(payload, from: sender) { opened.append(message) }
+                if let message = self.checkDelivered(payload, from: sender) { opened.append(message) }
                 // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
                 if deliveryID != 0 { acks.append(deliveryID) }
             default:
@@ -248,7 +581,13 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The receiver rules of Protocol/envelope.md §5, in order.
     func open(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) {
-        if let message = self.check(payload, from: relaySender) { self.accept([message]) }
+        if let message = self.checkDelivered(payload, from: relaySender) { self.accept([message]) }
+    }
+
+    /// The rules before the replay check for either version, by the envelope's first byte.
+    private func checkDelivered(_ payload: ArraySlice<UInt8>, from sender: PublicKey) -> InboundMessage? {
+        self.speaksV2 && payload.first == SessionEnvelopeHeader.version
+            ? self.checkSession(payload, from: sender) : self.check(payload, from: sender)
     }
 
     /// The rules before the replay check (`EnvelopeReceiver.open`); nil (counted as a drop) when one fails.
@@ -259,6 +598,14 @@ public final class RelayMessenger: PeerMessenger {
             self.drop(error, from: relaySender)
             return nil
         case .success(let envelope):
+            // Rule 12 of §7.7, before the replay rule so a refused message is not recorded.
+            if self.speaksV2, EnvelopeVersions.isDowngrade(
+                envelopeVersion: envelope.header.version, type: envelope.message.type,
+                peerVersion: self.state.withLock({ $0.versions.version(of: relaySender) }))
+            {
+                self.drop(.downgrade, from: relaySender)
+                return nil
+            }
             return InboundMessage(
                 sender: relaySender, channel: envelope.header.channel, message: envelope.message,
                 sentAtMs: envelope.header.sentAtMs, messageID: envelope.header.messageID)
@@ -281,6 +628,9 @@ public final class RelayMessenger: PeerMessenger {
         let inline = self.inlineHandler.current
         for (item, isFresh) in zip(opened, fresh) {
             if isFresh {
+                if self.speaksV2, let versions = EnvelopeVersions.advertised(in: item.message, from: item.sender) {
+                    self.recordEnvelopeVersions(versions, of: item.sender)
+                }
                 if let inline, inline(item) { continue }
                 self.inboundContinuation.yield(item)
             } else {

@@ -61,14 +61,16 @@ public final class AdvertPublisher: Sendable {
     }
 
     /// The payload for `status`: its advertised models (none unless verified and available).
-    public static func payload(host: PublicKey, status: RuntimeStatus, seq: UInt64, nowMs: UInt64) -> AdvertPayload {
+    public static func payload(host: PublicKey, status: RuntimeStatus, seq: UInt64, nowMs: UInt64,
+                               envelopes: [Int] = [1]) -> AdvertPayload {
         let models = status.advertisedModels.map { m in
             AdvertPayload.Model(tag: m.tag, family: m.family, parameterSize: m.parameterSize,
                                 quantization: m.quantization, capabilities: m.capabilities,
                                 contextLength: m.contextLength, loaded: m.loaded)
         }
         return AdvertPayload(host: host, seq: seq, issuedAt: nowMs,
-                             runtime: AdvertPayload.Runtime(version: status.version ?? ""), models: models)
+                             runtime: AdvertPayload.Runtime(version: status.version ?? ""), models: models,
+                             envelopes: EnvelopeVersions.field(envelopes))
     }
 
     /// Signs `payload` with context `homebase-advert-v1`.
@@ -142,7 +144,7 @@ public final class AdvertPublisher: Sendable {
                 return nil
             }
             let payload = Self.payload(host: self.identity.publicKey, status: status, seq: seq,
-                                       nowMs: self.clock.nowMs())
+                                       nowMs: self.clock.nowMs(), envelopes: self.messenger.envelopeVersions)
             let blob = self.sign(payload)
             for r in recipients {
                 self.messenger.send(.advert(blob), to: r.peer, channel: r.channel, store: r.store)

@@ -168,8 +168,9 @@ public final class GuestRegistry: Sendable {
             var seen = Set<String>()
             tags = .only(list.filter { seen.insert($0).inserted })
         }
+        // The Homebase's messenger speaks v2 (envelope.md §7.8): the guest learns it from the grant too.
         let payload = GrantPayload(host: identity.publicKey, guest: guest, models: tags, issuedAt: nowMs,
-                                   expiresAt: expiresAt)
+                                   expiresAt: expiresAt, envelopes: EnvelopeVersions.field(EnvelopeVersions.supported))
         let bytes = SignedPayloadJSON.encode(payload)
         let grant = GuestGrant(blob: SignedBlob(payload: bytes, signature: identity.sign(bytes, context: SignatureContext.grant)),
                                payload: payload)

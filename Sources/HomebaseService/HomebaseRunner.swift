@@ -60,7 +60,8 @@ public final class HomebaseRunner: Sendable {
         if relayOptions.accessToken == nil { relayOptions.accessToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"] }
         let messenger = RelayMessenger(url: settings.relayURL, key: identity, seen: seen,
                                        relation: directory.relationLookup, options: relayOptions,
-                                       logger: self.logger.with("component", "relay"))
+                                       logger: self.logger.with("component", "relay"),
+                                       versionStore: try PeerVersionStore(database: self.state.database))
         let http = HTTPClient()
         let state = self.state
         var monitorConfiguration = self.options.monitor

@@ -106,7 +106,7 @@ public final class HomebaseState: Sendable {
             try self.keyValues.setData(account.seedBytes(), forKey: Key.accountSeed)
             let payload = RosterPayload(account: account.publicKey, version: 1, devices: [
                 RosterPayload.Device(pk: device.publicKey.hex, name: settings.deviceName, role: "homebase",
-                                     addedAt: nowMs),
+                                     addedAt: nowMs, envelopes: EnvelopeVersions.field(EnvelopeVersions.supported)),
             ])
             try self.database.transaction { connection in
                 try Self.writeRoster(Self.sign(payload, with: account), connection)

@@ -12,7 +12,13 @@ import Glibc
 // inference-bench: load generator for tools/bench-inference. Loopback only, bounded waits.
 //
 //   inference-bench --code CODE --ollama URL [--model qwen2.5:7b] [--count 50] [--concurrency 100] [--rounds 3] [--sustain 1]
-//                   [--homebase-pid PID] [--ollama-pid PID] [--relay-pid PID] [--out FILE]
+//                   [--envelope 2] [--homebase-pid PID] [--ollama-pid PID] [--relay-pid PID] [--out FILE]
+//   inference-bench --cost-only 1      (the envelope layer's cost only, JSON on stdout)
+//
+// --envelope 1 makes the device a v1-only peer; 2 (the default) speaks v2 (Protocol/envelope.md §7), so its
+// requests and the Homebase's answers ride a Noise session. Either way the report also carries the envelope
+// layer's own cost, measured in this process: one v2 handshake (both sides), and sealing plus opening one
+// chunk-sized message in v1 and in v2.
 //
 // It pairs itself with the Homebase named in CODE (a fresh device key, `pair.request` over the relay), then:
 //   1. `count` sequential requests, each sent both straight to the emulator's /v1/chat/completions (SSE) and
@@ -41,6 +47,12 @@ do {
         i += 2
     }
 }
+// `--cost-only 1`: only the envelope layer's in-process cost (no relay, no Homebase), as JSON on stdout.
+if options["cost-only"] == "1" {
+    let json = try JSONSerialization.data(withJSONObject: envelopeCost(), options: [.sortedKeys])
+    FileHandle.standardOutput.write(json + Data("\n".utf8))
+    exit(0)
+}
 guard let codeText = options["code"], let code = try? PairingCode.parse(codeText) else { fail("--code CODE is required") }
 guard let ollamaURL = options["ollama"] else { fail("--ollama URL is required") }
 let model = options["model"] ?? "qwen2.5:7b"
@@ -55,9 +67,11 @@ let homebase = code.homebase
 let key = SigningSecretKey.generate()
 var linkOptions = RelayLink.Options()
 linkOptions.connectTimeout = .seconds(5)
+let envelopeVersion = Int(options["envelope"] ?? "2") ?? 2
+guard envelopeVersion == 1 || envelopeVersion == 2 else { fail("--envelope is 1 or 2") }
 let messenger = RelayMessenger(url: code.relayURL, key: key, seen: nil,
                                relation: { $0 == homebase ? .sibling : .stranger }, options: linkOptions,
-                               logger: .discard())
+                               logger: .discard(), speaksV2: envelopeVersion == 2)
 
 /// What one remote request saw.
 enum RemoteEvent: Sendable {
@@ -312,6 +326,9 @@ for _ in 0..<100 where !paired {
 }
 guard paired else { fail("the Homebase never answered the pairing request") }
 FileHandle.standardError.write(Data("inference-bench: paired as \(key.publicKey.short)\n".utf8))
+// What the Homebase's signed advert says (it speaks v2), recorded now rather than waiting for a heartbeat; a
+// v1-only messenger ignores it.
+messenger.recordEnvelopeVersions(EnvelopeVersions.supported, of: homebase)
 
 // Warm up both paths (and wait for the Homebase's runtime to be verified).
 var warm = false
@@ -474,8 +491,68 @@ let cpuPercent = medianRound.percent
 // than serving the same load straight: the figure against its direct window is the stricter one.
 let cpuPercentOfDirect = medianRound.percentOfDirect
 let allCompleted = completedAllRounds == rounds * streamsPerRound
+// The envelope layer's own cost, in this process (no I/O): medians of many runs.
+func envelopeCost() -> [String: Any] {
+    func median(_ xs: [Double]) -> Double { xs.sorted()[xs.count / 2] }
+    func us(_ body: () -> Void) -> Double {
+        let t = Posix.monotonicNs
+        body()
+        return Double(Posix.monotonicNs - t) / 1000
+    }
+    let a = SigningSecretKey.generate(), b = SigningSecretKey.generate()
+    let chunk = Message.inferChunk(InferChunk(id: SecureRandom.uuidString(), seq: 7, text: " a few tokens of text"))
+    var handshakes: [Double] = []
+    var ta = try! SessionTable(identity: a), tb = try! SessionTable(identity: b)
+    for i in 0..<200 {
+        handshakes.append(us {
+            let m1 = try! ta.initiate(to: b.publicKey, channel: .syncDelta, sessionID: SecureRandom.publicBytes(8),
+                                      ephemeral: .generate(), messageID: SecureRandom.publicBytes(16),
+                                      sentAtMs: UInt64(i), nowMs: 1)
+            guard case .success(.initiation(let r)) = tb.receive(
+                try! SessionEnvelope(decoding: m1[...]), nowMs: 1, ephemeral: { .generate() },
+                replyMessageID: { SecureRandom.publicBytes(16) }, replySentAtMs: 1) else { fail("handshake") }
+            tb.commit(r)
+            guard case .success(.established) = ta.receive(
+                try! SessionEnvelope(decoding: r.reply[...]), nowMs: 1, ephemeral: { .generate() },
+                replyMessageID: { [] }, replySentAtMs: 1) else { fail("handshake") }
+        })
+    }
+    let e2e = try! E2E.deriveKey(selfSecret: a, peer: b.publicKey)
+    var v1: [Double] = [], v2: [Double] = []
+    // Interleaved batches, so the machine's noise falls on both alike; the medians are reported.
+    for _ in 0..<40 {
+        v1.append(us {
+            for _ in 0..<250 {
+                var out: [UInt8] = []
+                EnvelopeSealer.seal(channel: .syncDelta, sender: a.publicKey, recipient: b.publicKey,
+                                    messageID: SecureRandom.publicBytes(16), sentAtMs: 1,
+                                    nonce: SecureRandom.publicBytes(24), key: e2e, appendingTo: &out,
+                                    plaintext: { chunk.appendJSON(to: &$0) })
+                let opened = try! EnvelopeSealer.open(try! Envelope(decoding: out), key: e2e)
+                _ = try! Message(json: EnvelopePadding.unpad(opened))
+            }
+        } / 250)
+        v2.append(us {
+            for _ in 0..<250 {
+                var out: [UInt8] = []
+                _ = ta.sealTransport(to: b.publicKey, channel: .syncDelta, messageID: SecureRandom.publicBytes(16),
+                                     sentAtMs: 1, nowMs: 1, appendingTo: &out, plaintext: { chunk.appendJSON(to: &$0) })
+                guard case .success(.transport(_, let p)) = tb.receive(
+                    try! SessionEnvelope(decoding: out[...]), nowMs: 1, ephemeral: { .generate() },
+                    replyMessageID: { [] }, replySentAtMs: 1) else { fail("transport") }
+                _ = try! Message(json: EnvelopePadding.unpad(p))
+            }
+        } / 250)
+    }
+    return ["handshake_us_p50": round2(median(handshakes)), "chunk_seal_open_us_v1": round2(median(v1)),
+            "chunk_seal_open_us_v2": round2(median(v2)), "chunk_v2_over_v1": round2(median(v2) / median(v1))]
+}
+let envelopeCosts = envelopeCost()
+
 var report: [String: Any] = [
     "model": model,
+    "envelope": ["version": envelopeVersion, "messenger": messenger.sessionCounts.initiated > 0 ? "v2 session" : "v1",
+                 "cost": envelopeCosts] as [String: Any],
     "answer_tokens": answerTokens,
     "sequential": [
         "count": count, "direct": stats(directSamples), "through_homebase": stats(remoteSamples),
@@ -532,6 +609,8 @@ let table = """
     inference bench (\(model), answers of \(answerTokens) tokens, \(count) sequential pairs, \(concurrency) concurrent streams\(
         sustain > 1 ? " kept in flight for \(streamsPerRound)" : "");
     the streams' rows are the median of \(rounds) rounds)
+    envelope: v\(envelopeVersion) (\(messenger.sessionCounts.initiated) handshake(s), \(messenger.sessionCounts.sealed) sealed, \(messenger.sessionCounts.opened) opened on sessions);
+    in-process: handshake \(f(envelopeCosts["handshake_us_p50"] as? Double)) us, chunk seal+open v1 \(f(envelopeCosts["chunk_seal_open_us_v1"] as? Double)) us, v2 \(f(envelopeCosts["chunk_seal_open_us_v2"] as? Double)) us
     | measure                               | direct     | via Homebase | target      |
     |---------------------------------------|------------|--------------|-------------|
     | TTFT p50 (ms)                         | \(f(ds["ttft_ms_p50"] as? Double).padding(10)) | \(f(rs["ttft_ms_p50"] as? Double).padding(12)) |             |

@@ -22,8 +22,9 @@ import Testing
         let roster = try #require(try state.currentRoster())
         #expect(roster.version == 1)
         #expect(roster.payload.account == account.publicKey.hex)
+        // The Homebase's own entry says it speaks v2 (Protocol/envelope.md §7.8).
         #expect(roster.payload.devices == [RosterPayload.Device(pk: pk.hex, name: "desk", role: "homebase",
-                                                                 addedAt: 1_000)])
+                                                                 addedAt: 1_000, envelopes: [1, 2])])
         #expect(Signature.verify(roster.blob.signature, message: roster.blob.payload, context: SignatureContext.roster,
                                  publicKey: account.publicKey))
     }

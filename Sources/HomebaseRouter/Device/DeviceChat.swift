@@ -10,6 +10,9 @@ public struct ChatAnswer: Sendable {
     /// fallback's first text), and to the end.
     public var firstTextMs: Double?
     public var totalMs: Double = 0
+    /// The envelope version the answer came in, for an answer from a Homebase (Protocol/envelope.md §7): 2 on
+    /// a forward-secret session, 1 with a v1-only host.
+    public var envelope: Int?
 
     /// Completion tokens per second after the first text (from reported usage, else counted words).
     public var tokensPerSecond: Double? {
@@ -28,10 +31,14 @@ public struct ChatAnswer: Sendable {
         var timing: [String: Any] = ["total_ms": (self.totalMs * 10).rounded() / 10]
         if let f = self.firstTextMs { timing["first_text_ms"] = (f * 10).rounded() / 10 }
         if let t = self.tokensPerSecond { timing["tokens_per_s"] = (t * 10).rounded() / 10 }
-        // system.md's five fields, plus `timing` (the demo's summary table reads it).
-        return ["text": self.result.text, "route": self.resolution.route.rawValue,
-                "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback,
-                "timing": timing]
+        // system.md's five fields, plus `timing` and `envelope` (the demo's summary table reads them).
+        var out: [String: Any] = [
+            "text": self.result.text, "route": self.resolution.route.rawValue,
+            "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback,
+            "timing": timing,
+        ]
+        if let e = self.envelope { out["envelope"] = e }
+        return out
     }
 }
 
@@ -88,7 +95,15 @@ extension DeviceSession {
                 break
             }
         }
-        return ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request),
-                          firstTextMs: firstText, totalMs: elapsedMs())
+        var answer = ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request),
+                                firstTextMs: firstText, totalMs: elapsedMs())
+        if answer.result.fallback == nil, [.remote, .crossAccount].contains(answer.result.providerKind) {
+            switch resolution.shape {
+            case .sibling(let advert, _): answer.envelope = Int(self.messenger.envelopeVersion(for: advert.host))
+            case .crossAccount(let joined, _): answer.envelope = Int(self.messenger.envelopeVersion(for: joined.host))
+            case .localEndpoint, nil: break
+            }
+        }
+        return answer
     }
 }

@@ -73,7 +73,8 @@ public final class DeviceSession: Sendable {
         linkOptions.connectTimeout = .seconds(5)
         let box = RelationBox()
         let relay = RelayMessenger(url: url, key: identity, seen: seen, relation: { box.relation($0) },
-                                   options: linkOptions, logger: logger)
+                                   options: linkOptions, logger: logger,
+                                   versionStore: try PeerVersionStore(database: node.database))
         try self.init(node: node, identity: identity, messenger: relay, relay: relay, http: http, options: options,
                       logger: logger, clock: { Posix.wallClockMs })
         box.set { [weak self] key in self?.relation(of: key) ?? .stranger }
