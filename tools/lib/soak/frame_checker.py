@@ -238,10 +238,12 @@ class Checker:
     def counts(self):
         store = [(n, f) for n, f in self.frames.items() if f["kind"] == STORE]
         live = [(n, f) for n, f in self.frames.items() if f["kind"] == LIVE]
-        statuses = {}
-        for _, f in self.frames.items():
-            key = "none" if f["status"] is None else str(f["status"])
-            statuses[key] = statuses.get(key, 0) + 1
+        def receipts(frames):
+            out = {}
+            for _, f in frames:
+                key = "none" if f["status"] is None else str(f["status"])
+                out[key] = out.get(key, 0) + 1
+            return dict(sorted(out.items()))
         promised = [n for n, f in store if f["status"] in (0, 1)]
         lost = [n for n in promised if n not in self.stored_received]
         live_receipted = [(n, f) for n, f in live if f["status"] == 0]
@@ -255,7 +257,7 @@ class Checker:
         return {
             "store": {
                 "sent": len(store), "promised": len(promised),
-                "receipts": {k: v for k, v in sorted(statuses.items())},
+                "receipts": receipts(store),
                 "delivered": sum(1 for n, _ in store if n in self.stored_received),
                 "delivered_without_promise": sum(1 for n, f in store
                                                  if n in self.stored_received and f["status"] not in (0, 1)),
@@ -264,7 +266,7 @@ class Checker:
                 "recipients": len(self.recipients),
             },
             "live": {
-                "sent": len(live), "receipt_0": len(live_receipted),
+                "sent": len(live), "receipts": receipts(live), "receipt_0": len(live_receipted),
                 "delivered": sum(1 for n, _ in live_receipted if n in self.live_received),
                 "missing_across_connection_loss": len(live_missing) - len(live_lost),
                 "lost": len(live_lost), "lost_numbers": live_lost[:20],

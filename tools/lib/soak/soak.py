@@ -160,16 +160,20 @@ def poll(what, predicate, timeout=30, every=0.2):
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def process_reading(pid):
-    """{"pid", "rss_kib", "fds"} of a live process, or None."""
+def process_reading(pid, data_dir=None):
+    """{"pid", "rss_kib", "fds"} of a live process (and "disk_kib", its data directory's size), or None."""
     if pid is None:
         return None
     try:
         with open(f"/proc/{pid}/status") as f:
             rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-        return {"pid": pid, "rss_kib": rss, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+        reading = {"pid": pid, "rss_kib": rss, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
     except (OSError, AttributeError):
         return None
+    if data_dir:
+        reading["disk_kib"] = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(data_dir)
+                                  for n in names) // 1024
+    return reading
 
 
 def socket_inodes(pid):
@@ -584,10 +588,16 @@ class Soak:
     # MARK: Readings
 
     def read_processes(self, label):
-        reading = {role: process_reading(self.stack.pid(role)) for role in ("relay", "homebase", "emulator")}
+        # The data directories too: the relay's mailbox and the Homebase's state (replay ids, usage) grow with
+        # the load, and SQLite's page cache with them.
+        dirs = {"relay": f"{self.work}/relay-data", "homebase": f"{self.work}/homebase"}
+        reading = {role: process_reading(self.stack.pid(role), dirs.get(role))
+                   for role in ("relay", "homebase", "emulator")}
         self.readings[label] = reading
         log(f"[{time.monotonic() - self.t0:6.0f}s] reading '{label}': " + "  ".join(
-            f"{r} {v['rss_kib'] / 1024:.1f} MiB {v['fds']} fds" if v else f"{r} -" for r, v in reading.items()))
+            f"{r} {v['rss_kib'] / 1024:.1f} MiB {v['fds']} fds"
+            + (f" (data {v['disk_kib'] / 1024:.1f} MiB)" if "disk_kib" in v else "") if v else f"{r} -"
+            for r, v in reading.items()))
 
     def quiet_reading(self, label):
         self.load.quiesce()
@@ -816,6 +826,7 @@ def main():
     parser.add_argument("--out", default="soak-out")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    shutil.rmtree(os.path.join(args.out, "soak-logs"), ignore_errors=True)  # an earlier run's
     soak = Soak(os.path.abspath(args.bin), args.minutes, os.path.abspath(args.out))
 
     def interrupted(signum, frame):
