@@ -1,7 +1,9 @@
 /// Finds the end of an HTTP head in a growing buffer and splits it into lines (RFC 9112 §2.2).
 ///
 /// Shared by `HTTPRequestHeadParser` and `HTTPResponseHeadParser`. Limits are enforced while scanning, so a
-/// peer that never sends a blank line is refused as soon as it passes `maxHeadBytes`, never later.
+/// peer that never sends a blank line is refused as soon as it passes `maxHeadBytes`, never later. Blank lines
+/// skipped before a start line count toward the limit too: a peer sending nothing but CRLF forever is refused
+/// like any other endless head (they used to be skipped for free, and the buffer grew with every one).
 ///
 /// Line endings: CRLF, and also a bare LF, which RFC 9112 §2.2 allows a recipient to accept (h11, node.js and
 /// nginx do). A bare CR not followed by LF is refused: that is the smuggling vector the RFC warns about.
@@ -14,6 +16,8 @@ struct HTTPHeadScanner: Sendable {
     private var scanIndex = 0
     private var lineStart = 0
     private var lines: [Range<Int>] = []
+    /// Bytes of blank lines skipped before the current head's start line (they count toward `maxHeadBytes`).
+    private var skippedBlankBytes = 0
     /// Set once an error was thrown; every later call throws it again.
     private var failure: HTTPParseError?
 
@@ -71,7 +75,7 @@ struct HTTPHeadScanner: Sendable {
                 continue
             }
             guard byte == UInt8(ascii: "\n") else {
-                if i + 1 - self.start > self.limits.maxHeadBytes { throw .headTooLarge }
+                if i + 1 - self.start + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
                 continue
             }
             var end = i
@@ -80,21 +84,25 @@ struct HTTPHeadScanner: Sendable {
             self.lineStart = i + 1
             if line.isEmpty {
                 if self.lines.isEmpty {
-                    // RFC 9112 §2.2: ignore blank lines before the start line (left over from a previous body).
+                    // RFC 9112 §2.2: ignore blank lines before the start line (left over from a previous body);
+                    // they count toward the head's limit.
+                    self.skippedBlankBytes += self.lineStart - self.start
+                    if self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
                     self.start = self.lineStart
                     continue
                 }
                 let head = self.lines.map { self.buffer[$0] }
                 self.lines.removeAll(keepingCapacity: true)
+                self.skippedBlankBytes = 0
                 self.start = self.lineStart
                 self.scanIndex = self.start
                 return head
             }
             self.lines.append(line)
             if self.lines.count - 1 > self.limits.maxHeaderCount { throw .tooManyHeaders }
-            if i + 1 - self.start > self.limits.maxHeadBytes { throw .headTooLarge }
+            if i + 1 - self.start + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
         }
-        if self.bufferedCount > self.limits.maxHeadBytes { throw .headTooLarge }
+        if self.bufferedCount + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
         return nil
     }
 
