@@ -26,6 +26,18 @@ extension TCPConnectionDelegate {
 /// does not take is queued, and `outboundBytesQueued` lets the owner drop a reader that fell behind.
 /// The queue itself is unbounded: bounding it is the owner's policy (the relay closes with 4002).
 public final class TCPConnection: EventLoopSource {
+    /// Bytes read from one connection in one turn: one read of the loop's buffer. A peer sending faster than it
+    /// can be handled kept the loop reading its socket while every other connection waited (issue 23: a flood
+    /// of maximal frames held the relay's other clients up for hundreds of milliseconds); past the budget the
+    /// connection resumes on the loop's next iteration, after the others. A bulk transfer pays one more
+    /// non-blocking epoll_wait per 64 KiB.
+    public static let readBudgetBytes = EventLoop.readBufferBytes
+
+    /// What a connection is registered for, once and never modified: edge-triggered reads, writes and hangups.
+    static var registrationEvents: UInt32 {
+        EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
+    }
+
     /// Unique per loop, increasing.
     public let id: UInt64
     /// Receives events. Cleared after `connectionClosed`, which breaks delegate ↔ connection cycles.
@@ -39,6 +51,8 @@ public final class TCPConnection: EventLoopSource {
     private var readingPaused = false
     /// Readiness arrived while paused: with edge triggering it will not be reported again.
     private var readPending = false
+    /// A read put off to the next iteration (the turn's budget was used) is queued.
+    private var readResumeQueued = false
     private var outbound: [UInt8] = []
     private var outboundHead = 0
 
@@ -232,13 +246,20 @@ public final class TCPConnection: EventLoopSource {
     /// frame). A hangup must be read to the end, because the EOF rides on the same edge as the data.
     private func readAvailable(untilWouldBlock: Bool) {
         let buffer = self.loop.readBuffer
+        var budget = Self.readBudgetBytes
         while self.state != .closed {
             if self.readingPaused {
                 self.readPending = true
                 return
             }
+            if budget <= 0 {
+                // More may be waiting, and edge triggering will not report it again: resume next iteration.
+                self.resumeReadNextIteration(untilWouldBlock: untilWouldBlock)
+                return
+            }
             let n = recv(self.fd, buffer.baseAddress, buffer.count, 0)
             if n > 0 {
+                budget -= n
                 self.delegate?.connectionReadable(self, bytes: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
                 if n < buffer.count && !untilWouldBlock { return }
                 continue
@@ -257,6 +278,16 @@ public final class TCPConnection: EventLoopSource {
             if code == EAGAIN || code == EWOULDBLOCK { return }
             self.close(error: .io(code))
             return
+        }
+    }
+
+    private func resumeReadNextIteration(untilWouldBlock: Bool) {
+        guard !self.readResumeQueued else { return }
+        self.readResumeQueued = true
+        self.loop.deferToNextIteration { [self] in
+            self.readResumeQueued = false
+            guard self.state != .closed else { return }
+            self.readAvailable(untilWouldBlock: untilWouldBlock)
         }
     }
 }
