@@ -29,6 +29,9 @@ public struct RelayLimits: Sendable, Equatable {
     /// SEND payload bytes per second per connection and the burst. Over either bucket: RECEIPT status 5.
     public var sendBytesPerSecond: Double = 16 * 1024 * 1024
     public var sendBytesBurst: Double = 32 * 1024 * 1024
+    /// A connection is read at most this many times as fast as its SEND limits allow (frames and bytes, rate and
+    /// burst); beyond, the relay stops reading it for a while (`InboundPacer`).
+    public static let inboundPaceFactor = 2.0
     /// Bytes queued for a connection that the kernel has not taken. A reader that falls this far behind is
     /// closed 4002, never buffered without bound. Two maximal frames fit, so one big DELIVER never trips it.
     public var outboundQueueMaxBytes = 1024 * 1024

@@ -252,6 +252,54 @@ import Testing
         #expect(statuses.filter { $0 == .rateLimited }.count == 2)
     }
 
+    /// Issue 23: a connection sending far over its SEND limits is read at twice them (the relay stops reading it
+    /// and TCP pushes back), not as fast as it can push frames the relay then refuses.
+    @Test(.timeLimit(.minutes(1)))
+    func aFloodIsReadAtTwiceTheSendLimitsNotFaster() throws {
+        var limits = RelayLimits()
+        limits.sendFramesPerSecond = 100
+        limits.sendFramesBurst = 100
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let offline = SigningSecretKey.generate().publicKey
+        // 400 frames at once: 200 are read at once (twice the burst), the other 200 at 200 a second.
+        try a.ws.send(binaryMessages: (1...400).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: offline, flags: 0, payload: [1][...]).encoded()
+        })
+        var statuses = [try a.receipt().1]
+        let started = ContinuousClock.now
+        for _ in 2...400 { statuses.append(try a.receipt(timeout: .seconds(10)).1) }
+        #expect(ContinuousClock.now - started >= .milliseconds(700))
+        #expect(statuses.filter { $0 == .recipientOffline }.count >= 100)
+        #expect(statuses.contains(.rateLimited))
+        let (_, metrics) = try relay.httpGet("/metrics")
+        #expect(!metrics.contains("relay_paced_reads_total 0\n") && metrics.contains("relay_paced_reads_total "))
+    }
+
+    /// Issue 23: one connection's messages are handled at most `messagesPerTurn` per loop turn, the others served
+    /// in between (a burst of small frames used to hold the loop until all of it was handled).
+    @Test(.timeLimit(.minutes(1)))
+    func aBurstOfSmallFramesIsHandledInTurns() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let offline = SigningSecretKey.generate().publicKey
+        // The loop is held while the burst arrives, so it finds all of it in one read.
+        let hold = DispatchSemaphore(value: 0)
+        relay.server.loop.execute { hold.wait() }
+        try a.ws.send(binaryMessages: (1...1000).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: offline, flags: 0, payload: [1][...]).encoded()
+        })
+        Thread.sleep(forTimeInterval: 0.1)
+        hold.signal()
+        for _ in 1...1000 { _ = try a.receipt() }
+        let (_, metrics) = try relay.httpGet("/metrics")
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix("relay_turns_yielded_total ") }
+        let yielded = line.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        #expect(yielded >= 1000 / RelayConnection.messagesPerTurn - 1, "\(line ?? "no relay_turns_yielded_total")")
+    }
+
     @Test func readerThatCannotKeepUpIsClosed4002() throws {
         var limits = RelayLimits()
         limits.outboundQueueMaxBytes = 256 * 1024
