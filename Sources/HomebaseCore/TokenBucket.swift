@@ -31,6 +31,18 @@ public struct TokenBucket: Sendable, Equatable {
         return self.tokens >= 0 ? 0 : UInt64((-self.tokens * 1000 / self.ratePerSecond).rounded(.up))
     }
 
+    /// Whether `cost` tokens are there now (nothing is taken).
+    public mutating func canTake(_ cost: Double, nowMs: UInt64) -> Bool {
+        self.refill(nowMs: nowMs)
+        return self.tokens >= min(cost, self.capacity)
+    }
+
+    /// Whether the bucket has refilled to its capacity.
+    public mutating func isFull(nowMs: UInt64) -> Bool {
+        self.refill(nowMs: nowMs)
+        return self.tokens >= self.capacity
+    }
+
     private mutating func refill(nowMs: UInt64) {
         guard nowMs > self.lastMs else { return }
         self.tokens = min(self.capacity, self.tokens + Double(nowMs - self.lastMs) * self.ratePerSecond / 1000)
