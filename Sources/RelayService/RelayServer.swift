@@ -16,6 +16,8 @@ public final class RelayServer: @unchecked Sendable {
     /// How often connections are checked for auth deadlines, idleness and pings: every second, or a third of
     /// the ping interval when that is shorter (tests use short intervals).
     var sweepInterval: Duration { .milliseconds(min(1_000, Int(self.configuration.limits.pingIntervalMs / 3))) }
+    /// Connections the deadline sweep closes in one loop turn (`sweepConnections`).
+    static let sweepClosesPerTurn = 256
     /// How often expired stored frames are deleted and the mailbox gauges refreshed.
     static let maintenanceIntervalMs: UInt64 = 60_000
 
@@ -33,6 +35,8 @@ public final class RelayServer: @unchecked Sendable {
     private var webSockets = 0
     private var shuttingDown = false
     private var lastMaintenanceMs: UInt64 = 0
+    /// Times the sweep had more to close than one turn allows and went on in the next (for tests).
+    private(set) var sweepTurnsDeferred = 0
     /// Connections with output gathered in this loop iteration.
     private var dirty: [RelayConnection] = []
 
@@ -357,19 +361,37 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts and pings.
     private func sweep() {
+        self.sweepConnections()
+        self.maintenance(force: false)
+    }
+
+    /// The connections' part of `sweep`, closing at most `sweepClosesPerTurn` of them per loop turn: closing
+    /// thousands at once (a wave of half-open connections reaching the auth deadline together) held every other
+    /// connection up for 250 ms. The rest are closed in the next turns, after the others have been served.
+    private func sweepConnections() {
         let now = self.nowMs
         let limits = self.configuration.limits
+        var closes = 0
         for c in Array(self.connections.values) {
+            if closes == Self.sweepClosesPerTurn {
+                self.sweepTurnsDeferred += 1
+                self.loop.deferToNextIteration { [self] in self.sweepConnections() }
+                return
+            }
             switch c.phase {
             case .http:
                 // A connection that never finishes its request head gets the auth deadline too.
-                if now >= c.acceptedAtMs + limits.authDeadlineMs { c.tcp.close() }
+                if now >= c.acceptedAtMs + limits.authDeadlineMs {
+                    c.tcp.close()
+                    closes += 1
+                }
             case .websocket:
                 guard var s = c.session else { continue }
                 let action = s.timerFired(nowMs: now)
                 c.session = s
                 if action != .none {
                     c.perform(action)
+                    closes += 1
                 } else if c.readySent, now >= c.lastHeardMs + limits.pingIntervalMs,
                           now >= c.lastPingMs + limits.pingIntervalMs {
                     c.lastPingMs = now
@@ -379,7 +401,6 @@ public final class RelayServer: @unchecked Sendable {
                 break
             }
         }
-        self.maintenance(force: false)
     }
 
     private func maintenance(force: Bool) {

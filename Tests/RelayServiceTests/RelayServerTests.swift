@@ -382,6 +382,30 @@ import Testing
         }
     }
 
+    /// Issue 23: connections reaching the auth deadline together are closed `sweepClosesPerTurn` per loop turn,
+    /// the other connections served in between (10,000 closed in one turn held the relay up for 250 ms).
+    @Test(.timeLimit(.minutes(1)))
+    func aWaveOfExpiringConnectionsIsClosedInTurns() throws {
+        var limits = RelayLimits()
+        limits.authDeadlineMs = 200
+        limits.pingIntervalMs = 300
+        limits.idleTimeoutMs = 10_000
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let count = 2 * RelayServer.sweepClosesPerTurn + 100
+        var idle: [TCPClientStream] = []
+        for _ in 0..<count {
+            idle.append(try TCPClientStream.connect(host: "127.0.0.1", port: relay.server.port, timeout: .seconds(2)))
+        }
+        defer { for s in idle { s.close() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while relay.server.connectionCounts().all > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 0)
+        #expect(relay.server.onLoop { relay.server.sweepTurnsDeferred } >= 1)
+    }
+
     @Test func manyIdleConnectionsDoNotDisturbOthers() throws {
         let relay = try TestRelay()
         defer { relay.stop() }
