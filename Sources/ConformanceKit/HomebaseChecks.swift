@@ -29,6 +29,8 @@ public struct HomebaseCheckOptions: Sendable {
     public var notice: @Sendable (String) -> Void = { _ in }
     /// Called once the join is sent, with the guest key (tests grant from here).
     public var onWaitingForGrant: (@Sendable (PublicKey) async -> Void)?
+    /// Set: run the hostile suite (`HostileHomebaseChecks`) instead of the protocol checks.
+    public var hostile: HostileOptions?
 
     public init(host: PublicKey, relayURL: String) {
         self.host = host
