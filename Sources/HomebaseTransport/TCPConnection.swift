@@ -24,7 +24,7 @@ extension TCPConnectionDelegate {
 /// Reads go through the loop's one shared buffer, so an idle connection costs only this object (about
 /// 80 bytes of heap) plus its kernel socket. Writes go straight to the kernel; only what the kernel
 /// does not take is queued, and `outboundBytesQueued` lets the owner drop a reader that fell behind.
-/// The queue itself is unbounded: bounding it is the owner's policy (the relay closes with 4002).
+/// The queue itself is unbounded: bounding it is the owner's policy (the relay stops writing to it).
 public final class TCPConnection: EventLoopSource {
     /// Bytes read from one connection in one turn: one read of the loop's buffer. A peer sending faster than it
     /// can be handled kept the loop reading its socket while every other connection waited (issue 23: a flood
@@ -72,6 +72,10 @@ public final class TCPConnection: EventLoopSource {
     /// The loop this connection lives on (for timers and `execute`).
     public var eventLoop: EventLoop { self.loop }
 
+    /// Bytes the kernel has taken from this connection's writes so far: an owner tells a reader that is slow
+    /// (this grows) from one that stopped (it does not).
+    public private(set) var bytesSent: UInt64 = 0
+
     /// Bytes accepted by `write` that the kernel has not taken yet.
     public var outboundBytesQueued: Int { self.outbound.count - self.outboundHead }
 
@@ -107,6 +111,7 @@ public final class TCPConnection: EventLoopSource {
                 let n = send(self.fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
                 if n > 0 {
                     offset += n
+                    self.bytesSent &+= UInt64(n)
                     continue
                 }
                 let code = n == 0 ? EAGAIN : Posix.errno
@@ -140,6 +145,7 @@ public final class TCPConnection: EventLoopSource {
             }
             if n > 0 {
                 self.outboundHead += n
+                self.bytesSent &+= UInt64(n)
                 continue
             }
             let code = n == 0 ? EAGAIN : Posix.errno

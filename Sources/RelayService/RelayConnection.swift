@@ -51,6 +51,10 @@ final class RelayConnection: TCPConnectionDelegate {
     var storesInFlight: Int { self.storeSeq - self.completedThrough }
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
+    /// `tcp.bytesSent` when the sweep last saw the kernel take bytes (or nothing queued), and when: a queue that
+    /// has not moved for `outboundStallMs` is a reader that stopped (4002).
+    var progressMark: UInt64 = 0
+    var progressAtMs: UInt64
     /// WebSocket output gathered during one loop iteration, written in one syscall by `flushOutput` (the
     /// server calls it before the loop waits again): a burst of DELIVERs costs one write, not one each.
     var output: [UInt8] = []
@@ -69,6 +73,7 @@ final class RelayConnection: TCPConnectionDelegate {
         self.phase = .http(HTTPRequestHeadParser())
         self.lastHeardMs = nowMs
         self.lastPingMs = nowMs
+        self.progressAtMs = nowMs
         self.pacer = InboundPacer(limits: server.configuration.limits, nowMs: nowMs)
     }
 

@@ -10,6 +10,8 @@ final class RelayMetrics {
     /// Why a frame was not forwarded; the `reason` label of `relay_frames_dropped_total`.
     enum DropReason: String, CaseIterable {
         case recipientOffline = "recipient_offline"
+        /// The recipient's outbound queue was over its bound.
+        case recipientSlow = "recipient_slow"
         case mailboxFull = "mailbox_full"
         case payloadTooLarge = "payload_too_large"
         case rateLimited = "rate_limited"

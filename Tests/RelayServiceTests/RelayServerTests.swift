@@ -300,9 +300,12 @@ import Testing
         #expect(yielded >= 1000 / RelayConnection.messagesPerTurn - 1, "\(line ?? "no relay_turns_yielded_total")")
     }
 
-    @Test func readerThatCannotKeepUpIsClosed4002() throws {
+    @Test(.timeLimit(.minutes(1)))
+    func aReaderThatStopsIsDroppedFromThenClosed4002() throws {
         var limits = RelayLimits()
         limits.outboundQueueMaxBytes = 256 * 1024
+        limits.outboundStallMs = 1_000
+        limits.pingIntervalMs = 600  // sweeps every 200 ms
         let relay = try TestRelay(limits: limits)
         defer { relay.stop() }
         let a = try TestClient(relay)
@@ -314,9 +317,80 @@ import Testing
             if try a.receipt().1 == .recipientOffline { offline = true }
         }
         #expect(offline)
+        // It reads nothing: after the stall time it is closed (4002), and then let go though its queue never moved.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while relay.server.connectionCounts().all > 1, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 1)
         let (_, metrics) = try relay.httpGet("/metrics")
         #expect(metrics.contains("relay_closes_total{reason=\"too_slow\"} 1"))
-        #expect(slow.closeCode(timeout: .seconds(10)) == 4002)
+        #expect(!metrics.contains("relay_frames_dropped_total{reason=\"recipient_slow\"} 0\n"))
+    }
+
+    /// Issue 23: a burst larger than the recipient can take at once no longer closes it (4002). Frames past its
+    /// queue's bound are dropped (RECEIPT 2) while it reads what it got, and it stays connected: closing it let any
+    /// sender knock any device off the relay with a few megabytes.
+    @Test(.timeLimit(.minutes(1)))
+    func aBurstPastTheQueueDoesNotDisconnectTheRecipient() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        // B reads nothing while 80 frames of 200 KB (16 MB) arrive at once.
+        let payload = [UInt8](repeating: 7, count: 200_000)
+        try a.ws.send(binaryMessages: (1...80).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: b.pk, flags: 0, payload: payload[...]).encoded()
+        })
+        var statuses: [ReceiptStatus] = []
+        for _ in 1...80 { statuses.append(try a.receipt(timeout: .seconds(10)).1) }
+        #expect(statuses.contains(.recipientOffline))
+        // B reads what it was given, and is still there for the next frame.
+        let delivered = statuses.filter { $0 == .delivered }.count
+        for _ in 0..<delivered {
+            guard case .deliver(a.pk, 0, let got) = try b.next(timeout: .seconds(10)) else {
+                Issue.record("not a DELIVER")
+                return
+            }
+            #expect(got.count == payload.count)
+        }
+        try a.send(999, to: b.pk, payload: [9])
+        #expect(try a.receipt() == (999, .delivered))
+        #expect(try b.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [9][...]))
+    }
+
+    /// Issue 23: a mailbox of large frames is delivered a queue's worth at a time, not a 64-frame page at once
+    /// (16 MiB of maximal frames), which closed any reader that could not take it all at once: a mailbox anyone
+    /// can fill kept its owner from ever draining it.
+    @Test(.timeLimit(.minutes(1)))
+    func aMailboxOfLargeFramesIsDeliveredAQueueAtATime() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let cKey = SigningSecretKey.generate()
+        let payload = [UInt8](repeating: 3, count: 200_000)
+        for i in 1...64 {
+            try a.send(UInt32(i), to: cKey.publicKey, store: true, payload: payload)
+            #expect(try a.receipt().1 == .stored)
+        }
+        let c = try TestClient(relay, key: cKey)
+        #expect(c.ready?.stored == 64)
+        var ids: [UInt64] = []
+        for _ in 1...64 {
+            guard case .deliver(_, let id, let got) = try c.next(timeout: .seconds(10)), got.count == payload.count else {
+                Issue.record("stored frame \(ids.count + 1) missing")
+                return
+            }
+            ids.append(id)
+            try c.send(.ack(deliveryID: id))
+        }
+        #expect(ids == ids.sorted() && Set(ids).count == 64)
+        let (_, metrics) = try relay.httpGet("/metrics")
+        #expect(!metrics.contains("too_slow"))
     }
 
     @Test func idleClientIsClosedAfterMissedPings() throws {
