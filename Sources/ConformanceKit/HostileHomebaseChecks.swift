@@ -142,9 +142,13 @@ struct HomebaseAttack {
     /// Closes a stranger's connection after a `contact.leave`, so a join it made (some shapes are valid joins)
     /// does not stay in the host's list of pending guests.
     static func dismiss(_ peer: HostPeer) {
-        if let id = try? peer.sendEnvelope(peer.seal(Message.contactLeave.jsonBytes(), channel: .contact)) {
-            // Its RECEIPT: the relay has passed it on before the connection is reset.
-            _ = peer.awaitReceipt(id, timeout: .seconds(2))
+        // Until its RECEIPT says the host took it (a host still busy with an attack may have had it dropped);
+        // the connection is reset after, so the relay must have passed it on first.
+        for _ in 0..<5 {
+            guard let id = try? peer.sendEnvelope(peer.seal(Message.contactLeave.jsonBytes(), channel: .contact)),
+                  peer.awaitReceipt(id, timeout: .seconds(2)) != .delivered
+            else { break }
+            Thread.sleep(forTimeInterval: 0.2)
         }
         peer.close()
     }
@@ -215,6 +219,12 @@ struct HomebaseAttack {
                     sent += envelope.count
                 }
             }
+            // The answer a request over the limits must get, then the linger for anything else.
+            if shapes.contains(where: \.mustBeRefused) {
+                _ = self.line.wait(from: start, timeout: self.h.linger * 5) { replies in
+                    replies.contains { if case .inferError(let e) = $0.message { e.id == id } else { false } }
+                }
+            }
             Thread.sleep(until: .now + self.h.linger)
             return sent
         }
@@ -270,8 +280,11 @@ struct HomebaseAttack {
         }
         let leaked = self.line.replies(from: start).filter { r in
             if r.channel == .syncDelta { return true }
-            if case .advert = r.message { return false }
-            return true
+            switch r.message {
+            case .inferAccept(let a): return guestIDs.contains(a.id)
+            case .inferError(let e): return guestIDs.contains(e.id)
+            default: return false
+            }
         }
         var problems: [String] = []
         if !replies.isEmpty { problems.append("the host answered a stranger: \(Self.describe(replies))") }

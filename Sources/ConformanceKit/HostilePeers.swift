@@ -62,15 +62,15 @@ class HostPeer: @unchecked Sendable {
         }
     }
 
-    /// Waits for the RECEIPT of SEND `id` (other frames are skipped): the relay has handled the SEND.
-    func awaitReceipt(_ id: UInt32, timeout: Duration) -> Bool {
+    /// The RECEIPT status of SEND `id` (other frames are skipped); nil when none came within `timeout`.
+    func awaitReceipt(_ id: UInt32, timeout: Duration) -> ReceiptStatus? {
         let deadline = ContinuousClock.now + timeout
         while let event = try? self.ws.next(timeout: max(.zero, deadline - .now)) {
-            if case .frame(.receipt(id, _)) = event { return true }
+            if case .frame(.receipt(id, let status)) = event { return status }
             if case .frame = event { continue }
-            return false
+            return nil
         }
-        return false
+        return nil
     }
 
     func send(_ message: Message, channel: Channel, store: Bool = false) throws {
