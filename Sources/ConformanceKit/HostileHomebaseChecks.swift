@@ -78,7 +78,7 @@ public enum HostileHomebaseChecks {
         let monitor = HostileMonitor(probes: [.init(label: "relay probe", probe: relayProbe, p99Limit: h.p99Limit),
                                               .init(label: "host probe", probe: hostProbe, p99Limit: h.hostP99Limit),
                                               .init(label: "scheduler lateness", probe: scheduler, p99Limit: nil)],
-                                     gauge: MemoryGauge(pid: h.pid, metrics: nil))
+                                     gauge: MemoryGauge(pid: h.pid, metrics: nil), minimumWindow: h.minimumWindow)
         let attack = HomebaseAttack(o: o, h: h, url: url, line: line, monitor: monitor)
         let steps: [(String, () throws -> CheckOutcome)] = [
             ("probe-baseline", attack.baseline),
@@ -139,18 +139,24 @@ struct HomebaseAttack {
 
     func stranger() throws -> HostPeer { try HostPeer(url: self.url, token: self.o.token, host: self.o.host) }
 
-    /// Closes a stranger's connection after a `contact.leave`, so a join it made (some shapes are valid joins)
-    /// does not stay in the host's list of pending guests.
-    static func dismiss(_ peer: HostPeer) {
-        // Until its RECEIPT says the host took it (a host still busy with an attack may have had it dropped);
-        // the connection is reset after, so the relay must have passed it on first.
-        for _ in 0..<5 {
-            guard let id = try? peer.sendEnvelope(peer.seal(Message.contactLeave.jsonBytes(), channel: .contact)),
-                  peer.awaitReceipt(id, timeout: .seconds(2)) != .delivered
-            else { break }
-            Thread.sleep(forTimeInterval: 0.2)
+    /// Closes strangers' connections after a `contact.leave` each, so a join they made (some shapes are valid
+    /// joins) does not stay in the host's list of pending guests. Twice, a linger apart: a host decides who may
+    /// send `contact.leave` when it arrives, so a leave that overtook the handling of its join was dropped.
+    func dismiss(_ peers: [HostPeer]) {
+        for round in 0..<2 {
+            if round > 0 { Thread.sleep(until: .now + self.h.linger) }
+            for peer in peers {
+                // Until its RECEIPT says the relay delivered it (a host busy with an attack may have had it dropped);
+                // the connection is reset after, so the relay must have passed it on first.
+                for _ in 0..<5 {
+                    guard let id = try? peer.sendEnvelope(peer.seal(Message.contactLeave.jsonBytes(), channel: .contact)),
+                          peer.awaitReceipt(id, timeout: .seconds(2)) != .delivered
+                    else { break }
+                    Thread.sleep(forTimeInterval: 0.2)
+                }
+            }
         }
-        peer.close()
+        for peer in peers { peer.close() }
     }
 
     func verdict(_ window: AttackWindow, _ problems: [String], _ figures: String) -> CheckOutcome {
@@ -181,7 +187,7 @@ struct HomebaseAttack {
 
     func jsonFromStranger(deep: Bool) throws -> CheckOutcome {
         let s = try self.stranger()
-        defer { Self.dismiss(s) }
+        defer { self.dismiss([s]) }
         let id = SecureRandom.uuidString()
         let shapes = deep ? HostileJSON.deep(budget: s.plaintextBudget, requestID: id)
             : HostileJSON.huge(budget: s.plaintextBudget, requestID: id)
@@ -372,7 +378,7 @@ struct HomebaseAttack {
     func pendingGuestFlood() throws -> CheckOutcome {
         guard let model = self.grantedModel() else { return .skip("the host advertises no completion model to the guest") }
         let p = try self.stranger()
-        defer { Self.dismiss(p) }
+        defer { self.dismiss([p]) }
         try p.send(.contactJoin(name: "hostile-pending"), channel: .contact, store: true)
         Thread.sleep(forTimeInterval: 0.5)
         let n = self.h.requestFlood
@@ -439,7 +445,7 @@ struct HomebaseAttack {
 
     func contactJoinFlood() throws -> CheckOutcome {
         let peers = try self.strangers(self.h.freshKeys)
-        defer { for p in peers { Self.dismiss(p) } }
+        defer { self.dismiss(peers) }
         let start = self.line.count
         let ((replies, regranted), window) = try self.monitor.during { () throws -> ([HostPeer.Reply], Bool) in
             for p in peers { try p.send(.contactJoin(name: "hostile"), channel: .contact, store: true) }

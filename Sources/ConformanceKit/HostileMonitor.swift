@@ -129,6 +129,71 @@ final class LatencyProbe: RoundTripProbe, @unchecked Sendable {
     }
 }
 
+/// A well-behaved client timing the relay's durable store: a STORE frame to a key nobody is connected as, timed
+/// until its RECEIPT 1 (written durably first, relay.md §5), every 100 ms. An attack that keeps the relay's
+/// mailbox busy shows here and not in the live round trip.
+final class StoreProbe: RoundTripProbe, @unchecked Sendable {
+    static let timeout: Duration = .seconds(5)
+
+    private let ws: RawWebSocket
+    private let samples = Mutex<(rtts: [Duration], lost: Int, failure: String?)>(([], 0, nil))
+    private let stopping = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(url: RelayURL, token: String?) throws {
+        self.ws = try RawWebSocket.loggedIn(url, token: token)
+        let thread = Thread { [self] in
+            self.loop()
+            self.done.signal()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    func take(reset: Bool) -> (stats: LatencyStats?, failure: String?) {
+        self.samples.withLock { s in
+            defer { if reset { s = ([], 0, s.failure) } }
+            return (LatencyStats(s.rtts, lost: s.lost), s.failure)
+        }
+    }
+
+    func stop() {
+        self.stopping.store(true, ordering: .relaxed)
+        self.done.wait()
+        self.ws.close()
+    }
+
+    private func loop() {
+        // One mailbox, never read: a frame every 100 ms stays far inside its 1,000 frames for a run's minutes,
+        // and expires with the relay's lifetime.
+        let nobody = SigningSecretKey.generate().publicKey
+        var id: UInt32 = 0
+        var next = ContinuousClock.now
+        while !self.stopping.load(ordering: .relaxed) {
+            id &+= 1
+            let started = ContinuousClock.now
+            do {
+                try self.ws.send(.send(sendID: id, recipient: nobody, flags: SendFlags.store, payload: [1]))
+                var answered = false
+                while !answered, ContinuousClock.now - started < Self.timeout {
+                    guard case .frame(.receipt(let got, _)) = try self.ws.next(timeout: Self.timeout - (.now - started))
+                    else { continue }
+                    answered = got == id
+                }
+                self.samples.withLock { s in
+                    s.rtts.append(answered ? .now - started : Self.timeout)
+                    if !answered { s.lost += 1 }
+                }
+            } catch {
+                self.samples.withLock { $0.failure = "the store probe's connection failed: \(error)" }
+                return
+            }
+            next = max(next + .milliseconds(100), .now)
+            Thread.sleep(until: next)
+        }
+    }
+}
+
 /// The machine's own scheduling delay, for reading the probes' figures on a shared machine: a thread of this
 /// process sleeping 1 ms at a time, timed by how late it wakes. If it wakes as late as the probes' round trips
 /// take, the time went to other work on the machine (the attack's threads, other processes), not to the relay.
@@ -263,10 +328,14 @@ final class HostileMonitor: @unchecked Sendable {
 
     let probes: [Probe]
     let gauge: MemoryGauge
+    /// The shortest window `during` measures: long enough for every probe to sample (the store probe's every
+    /// 100 ms), and what a quick attack left behind shows in the time after it too.
+    let minimumWindow: Duration
 
-    init(probes: [Probe], gauge: MemoryGauge) {
+    init(probes: [Probe], gauge: MemoryGauge, minimumWindow: Duration = .seconds(1)) {
         self.probes = probes
         self.gauge = gauge
+        self.minimumWindow = minimumWindow
     }
 
     /// Lowers the calling thread's scheduling priority (nice +10; no privilege needed): attack threads yield
@@ -307,6 +376,7 @@ final class HostileMonitor: @unchecked Sendable {
         thread.stackSize = 1 << 20
         thread.start()
         finished.wait()
+        Thread.sleep(until: started + self.minimumWindow)
         sampling.store(false, ordering: .relaxed)
         if gauge.isAvailable { sampler.wait() }
         window.latencies = self.probes.map { $0.probe.take(reset: true) }

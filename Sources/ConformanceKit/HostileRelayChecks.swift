@@ -24,9 +24,14 @@ public struct HostileOptions: Sendable {
     public var floodDuration: Duration = .seconds(5)
     /// The well-behaved client's round trip must stay under this at the 99th percentile.
     public var p99Limit: Duration = .milliseconds(10)
+    /// A STORE frame's RECEIPT 1 (after a durable write, an fsync or two) must stay under this at the 99th
+    /// percentile.
+    public var storeP99Limit: Duration = .milliseconds(250)
     public var probeInterval: Duration = .milliseconds(5)
     /// How long `probe-baseline` times the round trip with no attack.
     public var baseline: Duration = .seconds(2)
+    /// The shortest window an attack is measured over (`HostileMonitor.minimumWindow`).
+    public var minimumWindow: Duration = .seconds(1)
     /// The pid of the process under test: memory from /proc/PID/status; without it, the
     /// `process_resident_memory_bytes` gauge of `/metrics` (with --http); without both, memory is not judged.
     public var pid: Int32?
@@ -78,13 +83,16 @@ public struct HostileOptions: Sendable {
 ///   and the connection stays usable.
 /// - `over-hard-limit-1009`: a frame header announcing more than the hard limit (alone, without its payload) and
 ///   fragments crossing it are closed 1009 at the header, before the payload is buffered.
-/// - `maximal-frame-flood`: `flooders` connections send maximal frames to a live recipient as fast as they can
-///   for `floodDuration`.
+/// - `maximal-frame-flood`, `minimal-frame-flood`: `flooders` connections send maximal (or empty) frames to a live
+///   recipient as fast as they can for `floodDuration`.
+/// - `store-and-ack-flood`: `flooders` connections STORE frames to themselves and ACK each as it arrives, for
+///   `floodDuration`: the relay's durable mailbox must keep serving others (a `StoreProbe` times a STORE's
+///   RECEIPT 1, p99 under `storeP99Limit`).
 public enum HostileRelayChecks {
     public static let names = [
         "probe-baseline", "half-open-tcp", "half-open-upgrade", "slowloris-trickle", "slowloris-endless-head",
         "random-bytes-after-auth", "maximal-frame-delivered", "over-max-payload-receipt-4", "over-hard-limit-1009",
-        "maximal-frame-flood", "minimal-frame-flood",
+        "maximal-frame-flood", "minimal-frame-flood", "store-and-ack-flood",
     ]
 
     /// Runs every hostile check in order into `runner`, on a thread of its own (the I/O blocks).
@@ -114,9 +122,16 @@ public enum HostileRelayChecks {
         let gauge = MemoryGauge(pid: h.pid, metrics: o.httpBase.flatMap { RelayURL($0) })
         let scheduler = SchedulerProbe()
         defer { scheduler.stop() }
+        let store: StoreProbe
+        do { store = try StoreProbe(url: url, token: o.token) } catch {
+            for name in Self.names { runner.record(name, .fail("no store probe: \(error)")) }
+            return
+        }
+        defer { store.stop() }
         let monitor = HostileMonitor(probes: [.init(label: "probe", probe: probe, p99Limit: h.p99Limit),
+                                              .init(label: "store probe", probe: store, p99Limit: h.storeP99Limit),
                                               .init(label: "scheduler lateness", probe: scheduler, p99Limit: nil)],
-                                     gauge: gauge)
+                                     gauge: gauge, minimumWindow: h.minimumWindow)
         let attack = RelayAttack(o: o, h: h, url: url, monitor: monitor)
         let steps: [(String, () throws -> CheckOutcome)] = [
             ("probe-baseline", attack.baseline),
@@ -130,6 +145,7 @@ public enum HostileRelayChecks {
             ("over-hard-limit-1009", attack.overHardLimit),
             ("maximal-frame-flood", { try attack.frameFlood(payloadBytes: nil) }),
             ("minimal-frame-flood", { try attack.frameFlood(payloadBytes: 0) }),
+            ("store-and-ack-flood", attack.storeAndAckFlood),
         ]
         for (name, body) in steps where h.only.isEmpty || h.only.contains(name) {
             let outcome: CheckOutcome
@@ -639,6 +655,71 @@ struct RelayAttack {
         let figures = "\(flooders.count) connections sent \(total >> 20) MiB of \(payload.count)-byte frames in "
             + "\(Self.seconds(duration)) s; receipts \(Self.tally(receipts)); the recipient read \(sunk.load(ordering: .relaxed) >> 20) MiB"
         return self.monitor.verdict(window, problems: problems, figures: figures, memoryBudget: self.h.memoryBudget)
+    }
+
+    func storeAndAckFlood() throws -> CheckOutcome {
+        let flooders = try (0..<self.h.flooders).map { _ in try RawWebSocket.loggedIn(self.url, token: self.o.token) }
+        defer { for f in flooders { f.close() } }
+        let duration = self.h.floodDuration
+        let (tallies, window) = try self.monitor.during { () -> [(stored: Int, acked: Int, ended: String?)] in
+            let results = Mutex<[(Int, Int, String?)]>([])
+            let group = DispatchGroup()
+            for f in flooders {
+                group.enter()
+                Thread.detachNewThread {
+                    HostileMonitor.lowerPriority()
+                    let r = Self.storeAndAck(f, for: duration)
+                    results.withLock { $0.append(r) }
+                    group.leave()
+                }
+            }
+            group.wait()
+            return results.withLock { $0.map { (stored: $0.0, acked: $0.1, ended: $0.2) } }
+        }
+        var problems: [String] = []
+        let ended = tallies.compactMap(\.ended)
+        if !ended.isEmpty { problems.append("\(ended.count) flooders were cut off: \(ended[0])") }
+        let figures = "\(flooders.count) connections stored \(tallies.map(\.stored).reduce(0, +)) frames to themselves and "
+            + "acknowledged \(tallies.map(\.acked).reduce(0, +)) in \(Self.seconds(duration)) s"
+        return self.monitor.verdict(window, problems: problems, figures: figures, memoryBudget: self.h.memoryBudget)
+    }
+
+    /// STOREs 16-byte frames to itself, 100 in flight, ACKing each DELIVER, for `duration`: frames stored and
+    /// acknowledged, and how the connection ended if the relay ended it.
+    static func storeAndAck(_ ws: RawWebSocket, for duration: Duration) -> (Int, Int, String?) {
+        guard let me = ws.publicKey else { return (0, 0, "not logged in") }
+        let until = ContinuousClock.now + duration
+        var stored = 0
+        var acked = 0
+        var inFlight = 0
+        var id: UInt32 = 0
+        do {
+            while ContinuousClock.now < until {
+                var burst: [UInt8] = []
+                while inFlight < 100 {
+                    id &+= 1
+                    burst += RawWebSocket.masked(.binary, RelayFrame.send(sendID: id, recipient: me, flags: SendFlags.store,
+                                                                          payload: [UInt8](repeating: 5, count: 16)[...]).encoded())
+                    inFlight += 1
+                }
+                if !burst.isEmpty { try ws.sendRaw(burst) }
+                switch try ws.next(timeout: .milliseconds(100)) {
+                case .frame(.deliver(_, let deliveryID, _)):
+                    if deliveryID != 0 {
+                        try ws.send(.ack(deliveryID: deliveryID))
+                        acked += 1
+                    }
+                case .frame(.receipt(_, let status)):
+                    inFlight -= 1
+                    if status == .delivered || status == .stored { stored += 1 }
+                case .none, .frame: continue
+                case .some(let other): return (stored, acked, Self.describe(other))
+                }
+            }
+        } catch {
+            return (stored, acked, "\(error)")
+        }
+        return (stored, acked, nil)
     }
 
     /// Sends `frame` back to back for `duration`, reading receipts as they come; bytes sent, receipts by status,

@@ -32,6 +32,7 @@ import Testing
         h.flooders = 2
         h.floodDuration = .milliseconds(500)
         h.baseline = .milliseconds(500)
+        h.minimumWindow = .milliseconds(300)
         h.endlessHeadBytes = 8 << 20
         h.p99Limit = .milliseconds(500)
         h.memoryBudget = 256 << 20
