@@ -11,7 +11,8 @@ public enum ConformanceCommand {
                conformance relay URL --hostile [--http BASE] [--pid PID] [--token T] [--auth-deadline-ms MS]
                                      [--connections N] [--max-pending-auth N] [--slowloris N] [--random N]
                                      [--flooders N] [--flood-seconds S] [--endless-head-mib N] [--hard-limit BYTES]
-                                     [--p99-ms MS] [--memory-budget-mib N] [--only NAME,...] [--json]
+                                     [--p99-ms MS] [--store-p99-ms MS] [--memory-budget-mib N] [--only NAME,...]
+                                     [--json]
                conformance homebase PUBKEY --relay URL [--state DIR] [--wait-grant SECONDS] [--model TAG]
                                      [--revoke-cmd CMD] [--token T] [--name NAME] [--ca-file PEM] [--insecure]
                                      [--json]
@@ -25,9 +26,10 @@ public enum ConformanceCommand {
 
         `relay --hostile` attacks the relay instead (plain ws:// only): 10,000 half-open connections (TCP only, and
         upgrades without AUTH: at most --max-pending-auth get 101, the rest 503), slowloris heads and AUTH frames,
-        endless heads, random bytes after AUTH, maximal and oversized frames, a flood of maximal frames. During
-        each attack a second client times its round trip to itself (p99 must stay under --p99-ms, default 10) and
-        the relay's memory is followed (/proc/PID/status with --pid, else the /metrics gauge with --http).
+        endless heads, random bytes after AUTH, maximal and oversized frames, floods of maximal and empty frames,
+        a flood of STOREs acknowledged at once. During each attack a second client times its round trip to itself
+        (p99 must stay under --p99-ms, default 10), a third its STOREs' RECEIPT 1 (under --store-p99-ms, default
+        250), and the relay's memory and CPU are followed (/proc/PID with --pid, else /metrics with --http).
         It needs descriptors for --connections and raises its own soft limit to the hard one.
 
         `homebase` acts as a guest of the Homebase PUBKEY: it prints its key on stderr, sends contact.join and
@@ -158,6 +160,7 @@ public enum ConformanceCommand {
         case "--fresh-keys": h.freshKeys = n
         case "--request-flood": h.requestFlood = n
         case "--host-p99-ms": h.hostP99Limit = .milliseconds(n)
+        case "--store-p99-ms": h.storeP99Limit = .milliseconds(n)
         default: return false
         }
         return true
