@@ -9,8 +9,6 @@ enum HostileJSON {
         var name: String
         var channel: Channel
         var bytes: [UInt8]
-        /// The `id` of an `infer.request` shape: a granted guest may get `infer.error bad_request` for it.
-        var requestID: String?
         /// A granted guest must get `infer.error bad_request` for this one (a rule of messages.md §2).
         var mustBeRefused = false
     }
@@ -19,7 +17,8 @@ enum HostileJSON {
         String(repeating: open, count: depth) + inner + String(repeating: close, count: depth)
     }
 
-    /// Deep shapes: nesting far past any parser's depth limit.
+    /// Deep shapes: nesting far past any parser's depth limit. A request's id is `requestID` (a granted guest may
+    /// get `infer.error bad_request` for it).
     static func deep(budget: Int, requestID: String) -> [Shape] {
         let room = budget - 200
         let arrays = Self.nested("[", "]", depth: room / 2)
@@ -29,8 +28,7 @@ enum HostileJSON {
                   bytes: Array(Self.nested(#"{"a":"#, "}", depth: room / 6, inner: "0").utf8)),
             Shape(name: "unclosed arrays", channel: .contact, bytes: Array(String(repeating: "[", count: room).utf8)),
             Shape(name: "deep infer.request", channel: .contact,
-                  bytes: Array(#"{"id":"\#(requestID)","messages":\#(arrays),"model":"m","type":"infer.request"}"#.utf8),
-                  requestID: requestID),
+                  bytes: Array(#"{"id":"\#(requestID)","messages":\#(arrays),"model":"m","type":"infer.request"}"#.utf8)),
             Shape(name: "deep contact.join", channel: .contact,
                   bytes: Array(#"{"name":"deep","pad":\#(arrays),"type":"contact.join"}"#.utf8)),
             Shape(name: "deep pair.request", channel: .syncDelta,
@@ -56,7 +54,7 @@ enum HostileJSON {
                       .joined(separator: ",") + "}").utf8)),
             Shape(name: "infer.request over the message limit", channel: .contact,
                   bytes: Array(#"{"id":"\#(requestID)","messages":\#(messages),"model":"m","type":"infer.request"}"#.utf8),
-                  requestID: requestID, mustBeRefused: true),
+                  mustBeRefused: true),
             Shape(name: "wide array", channel: .contact,
                   bytes: Array(#"{"name":"wide","pad":\#(zeros),"type":"contact.join"}"#.utf8)),
             Shape(name: "long escaped string", channel: .contact,

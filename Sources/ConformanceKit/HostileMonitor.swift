@@ -245,11 +245,6 @@ struct MemoryGauge: Sendable {
 
     var isAvailable: Bool { self.pid != nil || self.metrics != nil }
 
-    var source: String {
-        if let pid { return "/proc/\(pid)/status" }
-        return self.metrics != nil ? "/metrics" : "none"
-    }
-
     func residentBytes() -> Int? {
         if let pid { return Self.procResident(pid) }
         if let metrics { return Self.metricsResident(metrics) }

@@ -155,18 +155,6 @@ final class RawSocket {
         }
     }
 
-    /// Reads and discards until the peer closes or resets (true), or `timeout` passes (false).
-    func waitForEnd(timeout: Duration) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            switch self.receive(timeout: deadline - .now) {
-            case .bytes: continue
-            case .closed, .failed: return true
-            case .timedOut: return false
-            }
-        }
-    }
-
     /// Whether `events` is ready within `timeout`.
     func wait(for events: Int16, timeout: Duration) -> Bool {
         var p = pollfd(fd: self.fd, events: events, revents: 0)

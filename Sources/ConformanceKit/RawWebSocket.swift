@@ -25,7 +25,6 @@ final class RawWebSocket: @unchecked Sendable {
     private var parser: WebSocketParser
     private(set) var key: SigningSecretKey?
     private(set) var maxPayload: UInt32 = 0
-    private(set) var stored: UInt32 = 0
 
     private init(socket: RawSocket, leftover: [UInt8]) {
         self.socket = socket
@@ -94,11 +93,10 @@ final class RawWebSocket: @unchecked Sendable {
             throw CheckFailure("no CHALLENGE after the upgrade")
         }
         try self.send(.auth(publicKey: key.publicKey, signature: key.sign(nonce, context: SignatureContext.relayAuth)))
-        guard case .frame(.ready(let stored, let max)) = try self.next(timeout: .seconds(5)) else {
+        guard case .frame(.ready(_, let max)) = try self.next(timeout: .seconds(5)) else {
             throw CheckFailure("no READY after AUTH")
         }
         self.key = key
-        self.stored = stored
         self.maxPayload = max
     }
 
