@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "guest", targets: ["guest"]),
         .executable(name: "conformance", targets: ["conformance"]),
         .executable(name: "ollama-emulator", targets: ["ollama-emulator"]),
+        .executable(name: "hub-emulator", targets: ["hub-emulator"]),
+        // For Fuzz/Package.swift, which links the harnesses into a libFuzzer binary (tools/fuzz).
+        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
     ],
     targets: [
         // C libraries from Debian.
@@ -27,6 +30,8 @@ let package = Package(
 
         // Pure core.
         .target(name: "HomebaseCore"),
+        // Pure rules of on-device curation (seed 002): catalog, gates, sizes, DownloadState, the floor.
+        .target(name: "HomebaseCuration", dependencies: ["HomebaseCore"]),
         // Shells.
         .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium"]),
         .target(name: "HomebaseStore", dependencies: ["HomebaseCore", "CSQLite"]),
@@ -38,7 +43,7 @@ let package = Package(
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
         .target(name: "HomebaseRouter",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode"]),
+                               "HomebaseNode", "HomebaseCuration"]),
         .target(name: "HomebaseService",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
                                "HomebaseNode", "HomebaseRouter"]),
@@ -53,12 +58,24 @@ let package = Package(
         .executableTarget(name: "conformance", dependencies: ["ConformanceKit"]),
         .target(name: "OllamaEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport"]),
         .executableTarget(name: "ollama-emulator", dependencies: ["OllamaEmulatorKit"]),
+        .target(name: "HubEmulatorKit",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseCuration"]),
+        .executableTarget(name: "hub-emulator", dependencies: ["HubEmulatorKit"]),
+        .executableTarget(name: "catalog-bench", dependencies: ["HomebaseCuration"]),
         .executableTarget(name: "relay-bench", dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport"]),
         .executableTarget(name: "inference-bench",
                           dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseNode", "HomebaseTransport"]),
         .target(name: "APIEmulatorKit", dependencies: ["HomebaseCore", "HomebaseTransport", "OllamaEmulatorKit"]),
+        // One fuzz harness per parser that faces the network or the disk, and their seeds. Built here so the
+        // suite replays seeds and regressions through the same code; fuzzed by Fuzz/Package.swift.
+        .target(name: "FuzzHarnesses",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseRouter", "HomebaseService", "RelayService"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
+        .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
+        .testTarget(name: "OnDeviceModelTests",
+                    dependencies: ["HomebaseRouter", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
+                                   "HomebaseCrypto", "HomebaseCore", "HomebaseNode"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
@@ -70,6 +87,7 @@ let package = Package(
         .testTarget(name: "ConformanceKitTests",
                     dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "HomebaseRouter", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
+        .testTarget(name: "FuzzHarnessesTests", dependencies: ["FuzzHarnesses"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["RelayService", "HomebaseService", "HomebaseRouter", "HomebaseNode", "OllamaEmulatorKit"]),
     ],

@@ -88,7 +88,11 @@ public struct HTTPChunkedDecoder: Sendable {
     /// A line without its CRLF (or bare LF), or `nil` if incomplete.
     private mutating func readLine() throws(HTTPParseError) -> ArraySlice<UInt8>? {
         guard let lf = self.buffer[self.start...].firstIndex(of: 10) else {
-            if self.buffer.count - self.start > self.maxLineBytes { throw .malformed("chunk line too long") }
+            // A CR one past the limit may still be the line's CRLF: judged when the LF comes, as in one read.
+            let held = self.buffer.count - self.start
+            if held > self.maxLineBytes + 1 || (held == self.maxLineBytes + 1 && self.buffer.last != 13) {
+                throw .malformed("chunk line too long")
+            }
             return nil
         }
         var end = lf

@@ -56,7 +56,9 @@ public struct HTTPChunkedStreamDecoder: Sendable {
             case .size, .dataEnd, .trailers:
                 // Up to the line's end: the rest of the input when it has none yet.
                 guard let lf = Self.firstNewline(in: input, from: i) else {
-                    guard self.line.count + (count - i) <= self.maxLineBytes + 1 else {
+                    // One byte over the limit only if it is a CR, which the next read's LF may make a CRLF.
+                    let held = self.line.count + (count - i)
+                    guard held <= self.maxLineBytes || (held == self.maxLineBytes + 1 && input[count - 1] == 13) else {
                         throw .malformed("chunk line too long")
                     }
                     self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i...]))

@@ -1,9 +1,13 @@
 /// Finds the end of an HTTP head in a growing buffer and splits it into lines (RFC 9112 §2.2).
 ///
 /// Shared by `HTTPRequestHeadParser` and `HTTPResponseHeadParser`. Limits are enforced while scanning, so a
-/// peer that never sends a blank line is refused as soon as it passes `maxHeadBytes`, never later. Blank lines
-/// skipped before a start line count toward the limit too: a peer sending nothing but CRLF forever is refused
-/// like any other endless head (they used to be skipped for free, and the buffer grew with every one).
+/// peer that never sends a blank line is refused as soon as it passes `maxHeadBytes`, never later. Each byte is
+/// judged once, where it stands in the head, so the verdict never depends on where a read ended: a CR is
+/// judged with the byte after it (a bare CR is malformed, a CRLF's LF counts against the limit, and the
+/// blank line that ends a head never does). Waiting for more, the scanner holds at most `maxHeadBytes + 1`
+/// bytes (the last one a CR). Blank lines skipped before a start line count toward the limit too: a peer
+/// sending nothing but CRLF forever is refused like any other endless head (they used to be skipped for free,
+/// and the buffer grew with every one).
 ///
 /// Line endings: CRLF, and also a bare LF, which RFC 9112 §2.2 allows a recipient to accept (h11, node.js and
 /// nginx do). A bare CR not followed by LF is refused: that is the smuggling vector the RFC warns about.
@@ -102,7 +106,9 @@ struct HTTPHeadScanner: Sendable {
             if self.lines.count - 1 > self.limits.maxHeaderCount { throw .tooManyHeaders }
             if i + 1 - self.start + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
         }
-        if self.bufferedCount + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
+        // Every byte before `scanIndex` has passed the limit; a CR at the end waits for the next read. (Judging
+        // the bytes held, that CR included, refused a head whose blank line's CR ended a read at the limit,
+        // which the same bytes in one read pass.)
         return nil
     }
 

@@ -240,9 +240,13 @@ public struct JSONReader {
 extension JSONNodeParser {
     /// Checks a string starting at its opening quote without building it; returns the range between the
     /// quotes and whether it holds escapes. Allocates only to check non-ASCII bytes.
+    ///
+    /// UTF-8 is checked run by run between escapes, as `string()` checks it, so that invalid UTF-8 is reported
+    /// at the same offset (the start of its run) whichever of the two reads the string.
     mutating func skipString() throws(ParseError) -> (range: Range<Int>, escaped: Bool) {
         self.index += 1  // "
         let start = self.index
+        var runStart = start
         var escaped = false
         var ascii = true
         while self.index < self.bytes.count {
@@ -250,7 +254,7 @@ extension JSONNodeParser {
             guard self.index < self.bytes.count else { break }
             let byte = self.bytes[self.index]
             if byte == UInt8(ascii: "\"") {
-                if !ascii { _ = try self.validated(start..<self.index) }
+                if !ascii { _ = try self.validated(runStart..<self.index) }
                 let range = start..<self.index
                 self.index += 1
                 return (range, escaped)
@@ -258,6 +262,8 @@ extension JSONNodeParser {
             if byte < 0x20 { throw self.fail(.controlCharacterInString) }
             if byte >= 0x80 { ascii = false }
             if byte == UInt8(ascii: "\\") {
+                if !ascii { _ = try self.validated(runStart..<self.index) }
+                ascii = true
                 escaped = true
                 self.index += 1
                 guard self.index < self.bytes.count else { throw self.fail(.unexpectedEnd) }
@@ -271,10 +277,13 @@ extension JSONNodeParser {
                 default:
                     throw self.fail(.invalidEscape)
                 }
+                runStart = self.index
                 continue
             }
             self.index += 1
         }
+        // `string()` checks a run after an escape before it finds the text ended; the first run, not.
+        if escaped && !ascii { _ = try self.validated(runStart..<self.index) }
         throw self.fail(.unexpectedEnd)
     }
 

@@ -40,6 +40,10 @@ public struct RelayLimits: Sendable, Equatable {
     /// closed 4002. A slow reader (one that takes bytes, however few) is not: closing a reader whose queue a burst
     /// had filled let any sender knock any device off the relay with a few megabytes (issue 23).
     public var outboundStallMs: UInt64 = 10_000
+    /// How long a connection being closed (4002, 1008, an idle timeout, an HTTP answer) may take to send what
+    /// is queued, its close frame last. A peer that does not read by then is dropped without it: otherwise a
+    /// reader closed for being too slow that never reads again would hold its socket and queue forever.
+    public var closeFlushTimeoutMs: UInt64 = 5_000
     /// Stored frames fetched from the mailbox per page while draining a backlog on (re)connection.
     public var mailboxPageFrames = 64
     /// Connections that have not authenticated yet, in all. Over it new connections are refused (503), so an

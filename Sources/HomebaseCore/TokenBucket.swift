@@ -31,16 +31,14 @@ public struct TokenBucket: Sendable, Equatable {
         return self.tokens >= 0 ? 0 : UInt64((-self.tokens * 1000 / self.ratePerSecond).rounded(.up))
     }
 
-    /// Whether `cost` tokens are there now (nothing is taken).
-    public mutating func canTake(_ cost: Double, nowMs: UInt64) -> Bool {
-        self.refill(nowMs: nowMs)
-        return self.tokens >= min(cost, self.capacity)
-    }
-
-    /// Whether the bucket has refilled to its capacity.
-    public mutating func isFull(nowMs: UInt64) -> Bool {
-        self.refill(nowMs: nowMs)
-        return self.tokens >= self.capacity
+    /// How long until `take(cost)` would succeed (0: now), without taking anything. Rounded up to whole
+    /// milliseconds, so waiting that long always suffices.
+    public func waitMs(for cost: Double, nowMs: UInt64) -> UInt64 {
+        let elapsed = nowMs > self.lastMs ? Double(nowMs - self.lastMs) : 0
+        let tokens = min(self.capacity, self.tokens + elapsed * self.ratePerSecond / 1000)
+        let needed = min(cost, self.capacity) - tokens
+        guard needed > 0 else { return 0 }
+        return UInt64((needed * 1000 / self.ratePerSecond).rounded(.up))
     }
 
     private mutating func refill(nowMs: UInt64) {

@@ -93,7 +93,9 @@ public enum WebSocketHandshake {
 
     /// The `101 Switching Protocols` response (§4.2.2). `acceptKey` is the `Sec-WebSocket-Accept` value, i.e.
     /// `acceptValue(forKey:)` of the client's key; see `serverResponseBytes(forClientKey:subprotocol:)`.
-    public static func serverResponseBytes(acceptKey: String, subprotocol: String?) -> [UInt8] {
+    /// `extraHeaders` follow the handshake's own (the relay announces its limits there, `RelaySendLimits`).
+    public static func serverResponseBytes(acceptKey: String, subprotocol: String?,
+                                           extraHeaders: [(String, String)] = []) -> [UInt8] {
         var lines = [
             "HTTP/1.1 101 Switching Protocols",
             "Upgrade: websocket",
@@ -103,12 +105,17 @@ public enum WebSocketHandshake {
         if let subprotocol {
             lines.append("Sec-WebSocket-Protocol: \(subprotocol)")
         }
+        for (name, value) in extraHeaders {
+            lines.append("\(name): \(value)")
+        }
         return Self.head(lines)
     }
 
     /// The `101 Switching Protocols` response for a client key taken from `Decision.accept`.
-    public static func serverResponseBytes(forClientKey key: String, subprotocol: String?) -> [UInt8] {
-        Self.serverResponseBytes(acceptKey: Self.acceptValue(forKey: key), subprotocol: subprotocol)
+    public static func serverResponseBytes(forClientKey key: String, subprotocol: String?,
+                                           extraHeaders: [(String, String)] = []) -> [UInt8] {
+        Self.serverResponseBytes(acceptKey: Self.acceptValue(forKey: key), subprotocol: subprotocol,
+                                 extraHeaders: extraHeaders)
     }
 
     /// A complete response for `Decision.reject`: the status, a plain-text `reason` body, `Connection: close`,

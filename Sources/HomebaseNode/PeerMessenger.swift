@@ -64,6 +64,10 @@ public protocol PeerMessenger: AnyObject, Sendable {
     /// True while logged in to the relay.
     var isConnected: Bool { get }
 
+    /// True while sends wait for the relay's rate (`RelayLink.isPacing`): a sender that can merge what it sends
+    /// holds it back rather than queue more frames.
+    var isSendPaced: Bool { get }
+
     /// Gives accepted messages to `handler` first, on the thread that received them, in arrival order: one it
     /// returns true for is taken (it does not go to `inbound`). For a consumer whose work per message is short
     /// and synchronous (the inference server): a batch of requests is then handled where it arrived, and the
@@ -73,6 +77,9 @@ public protocol PeerMessenger: AnyObject, Sendable {
 }
 
 extension PeerMessenger {
+    /// A messenger without a rate to keep is never paced.
+    public var isSendPaced: Bool { false }
+
     /// A messenger without an inline path gives every message to `inbound`.
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {}
 

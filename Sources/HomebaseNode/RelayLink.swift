@@ -62,6 +62,10 @@ public final class RelayLink: Sendable {
         var socketBacklogBytes = 0
         var stopped = false
         var connected = false
+        /// Paces SENDs under the relay's announced limits (`RelaySendLimits`); set at each login.
+        var pacer: SendPacer?
+        /// When the first frame held back by the pacer may go (`Posix.monotonicMs`); nil when none is held.
+        var pacedUntilMs: UInt64?
     }
 
     public let url: String
@@ -84,6 +88,8 @@ public final class RelayLink: Sendable {
     let directWrites = Atomic<Int>(0)
     /// Frames `enqueue` refused because the backlog was full (`Options.maxBacklogBytes`).
     public let refusedFrames = Atomic<Int>(0)
+    /// Times a SEND had to wait for the pacer (each wait counted once per frame at the queue's head).
+    public let pacedWaits = Atomic<Int>(0)
 
     private struct IOSlot {
         var socket: SharedWebSocket?
@@ -120,6 +126,10 @@ public final class RelayLink: Sendable {
     }
 
     public var isConnected: Bool { self.shared.withLock { $0.connected } }
+
+    /// True while SENDs wait for the pacer: the relay's rate would refuse more now. A sender that can merge
+    /// what it sends (a stream's chunks) holds its text instead of queuing more frames behind them.
+    public var isPacing: Bool { self.shared.withLock { $0.pacedUntilMs != nil } }
 
     public func start() {
         let thread = Thread { [self] in
@@ -198,7 +208,9 @@ public final class RelayLink: Sendable {
             guard let socket = slot.socket, !slot.failed else { return false }
             do {
                 defer { self.noteBacklog(socket.ws) }
-                return try socket.ws.trySend(binaryMessages: self.takeOutbound())
+                let (frames, held) = self.takeOutbound()
+                // Frames the pacer held need the I/O thread's timed wait to go later.
+                return try socket.ws.trySend(binaryMessages: frames) && !held
             } catch {
                 slot.failed = true
                 return false
@@ -211,17 +223,40 @@ public final class RelayLink: Sendable {
         }
     }
 
-    /// The queued frames, in order; the caller holds `io`, so frames taken later are written later.
-    private func takeOutbound() -> [[UInt8]] {
-        self.shared.withLock { s -> [[UInt8]] in
-            defer {
-                s.outbound.removeAll(keepingCapacity: true)
-                // Counted as the socket's until the caller's `noteBacklog` measures it: the frames are
-                // on their way there, and must count against the cap meanwhile.
-                s.socketBacklogBytes += s.outboundBytes
-                s.outboundBytes = 0
+    /// The queued frames the pacer lets go now, in order, and whether any stay held for it; the caller holds
+    /// `io`, so frames taken later are written later. A SEND the pacer holds keeps every frame behind it queued
+    /// too (order per connection is the protocol's), until `pacedUntilMs`.
+    private func takeOutbound() -> (frames: [[UInt8]], held: Bool) {
+        self.shared.withLock { s -> ([[UInt8]], Bool) in
+            let now = Posix.monotonicMs
+            var count = 0
+            var bytes = 0
+            s.pacedUntilMs = nil
+            for frame in s.outbound {
+                if frame.first == RelayFrameType.send.rawValue, s.pacer != nil {
+                    let payload = max(0, frame.count - RelayFrame.sendHeaderByteCount)
+                    guard s.pacer!.take(payloadBytes: payload, nowMs: now) else {
+                        s.pacedUntilMs = now + max(1, s.pacer!.waitMs(payloadBytes: payload, nowMs: now))
+                        self.pacedWaits.add(1, ordering: .relaxed)
+                        break
+                    }
+                }
+                count += 1
+                bytes += frame.count
             }
-            return s.outbound
+            let frames: [[UInt8]]
+            if count == s.outbound.count {
+                frames = s.outbound
+                s.outbound.removeAll(keepingCapacity: true)
+            } else {
+                frames = Array(s.outbound[..<count])
+                s.outbound.removeFirst(count)
+            }
+            // Counted as the socket's until the caller's `noteBacklog` measures it: the frames are on their way
+            // there, and must count against the cap meanwhile.
+            s.socketBacklogBytes += bytes
+            s.outboundBytes -= bytes
+            return (frames, s.pacedUntilMs != nil)
         }
     }
 
@@ -245,6 +280,9 @@ public final class RelayLink: Sendable {
                 failures = 0
                 let (stored, maxPayload, machine) = try self.login(ws)
                 backoff.connected()
+                // The relay's announced SEND limits, or the protocol's defaults when it announces none (or
+                // nonsense): an older relay still gets paced SENDs, at the rates it most likely enforces.
+                let announced = RelaySendLimits(announcedIn: ws.responseHeaders) ?? .defaults
                 // From here on the WebSocket is touched only under `io`: other threads may write to it, from the
                 // first frame queued after the owner hears of the connection.
                 self.io.withLock { $0 = IOSlot(socket: SharedWebSocket(ws)) }
@@ -253,6 +291,8 @@ public final class RelayLink: Sendable {
                     $0.outbound.removeAll()
                     $0.outboundBytes = 0
                     $0.socketBacklogBytes = 0
+                    $0.pacer = SendPacer(limits: announced, nowMs: Posix.monotonicMs)
+                    $0.pacedUntilMs = nil
                 }
                 self.onEvent(.connected(stored: stored, maxPayload: maxPayload))
                 closeCode = self.serve(ws, machine: machine)
@@ -354,7 +394,7 @@ public final class RelayLink: Sendable {
                     guard !slot.failed, ws.outputStalledMs(now: Posix.monotonicMs) <= Self.sendStallMs else {
                         return Step(failed: true)
                     }
-                    _ = try ws.trySend(binaryMessages: self.takeOutbound())
+                    _ = try ws.trySend(binaryMessages: self.takeOutbound().frames)
                     // Measured after the read as well: reading writes pending output too (and pongs).
                     defer { self.noteBacklog(ws) }
                     let before = ws.bytesReceived
@@ -411,8 +451,10 @@ public final class RelayLink: Sendable {
                 }
                 // Input poll cannot announce (a failure after the last messages, TLS records past the bound):
                 // take it at once, only draining the wake pipe. Output waiting for room: wake when there is.
-                readable = self.waitReadable(fd, writable: step.pendingOutput, timeoutMs: step.pendingInput ? 0 : 1_000)
-                    || step.pendingInput
+                // Frames the pacer holds go when it allows: the wait ends then.
+                let pacedWait = self.shared.withLock { $0.pacedUntilMs }.map { $0 > now ? $0 - now : 0 }
+                let timeoutMs = step.pendingInput ? 0 : Int32(min(pacedWait ?? 1_000, 1_000))
+                readable = self.waitReadable(fd, writable: step.pendingOutput, timeoutMs: timeoutMs) || step.pendingInput
             }
         } catch {
             if case .closed(let code, _) = error { return code }

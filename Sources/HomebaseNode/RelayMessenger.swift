@@ -23,6 +23,8 @@ public final class RelayMessenger: PeerMessenger {
     private let state = Mutex(State())
     private let linkBox = Mutex<RelayLink?>(nil)
     private let inlineHandler = CallbackSlot<InboundMessage, Bool>()
+    private let replayPruneInterval: Duration
+    private let pruneTask = Mutex<Task<Void, Never>?>(nil)
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -36,10 +38,15 @@ public final class RelayMessenger: PeerMessenger {
     /// - Parameters:
     ///   - seen: the persisted replay set; nil keeps none (only for throwaway tools).
     ///   - relation: who a sender is to this device (roster, contacts), read per envelope.
+    ///   - replayPruneInterval: how often replay records past the horizon are deleted while the messenger runs
+    ///     (also at each login): a device that stays connected for weeks keeps only the records that can still
+    ///     stop a replay, not every id up to the store's cap.
     public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
                 options: RelayLink.Options = RelayLink.Options(), logger: Logger,
-                wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs }) {
+                wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs },
+                replayPruneInterval: Duration = .seconds(3600)) {
         self.publicKey = key.publicKey
+        self.replayPruneInterval = replayPruneInterval
         self.key = key
         self.seen = seen
         self.relation = relation
@@ -52,9 +59,26 @@ public final class RelayMessenger: PeerMessenger {
         self.linkBox.withLock { $0 = link }
     }
 
-    public func start() { self.link?.start() }
+    public func start() {
+        self.link?.start()
+        guard self.seen != nil else { return }
+        let interval = self.replayPruneInterval
+        self.pruneTask.withLock { task in
+            task?.cancel()
+            task = Task { [weak self] in
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: interval) } catch { return }
+                    self?.pruneReplayRecords()
+                }
+            }
+        }
+    }
 
     public func stop() {
+        self.pruneTask.withLock { task in
+            task?.cancel()
+            task = nil
+        }
         self.link?.stop()
         self.failPendingReceipts()
         self.inboundContinuation.finish()
@@ -68,6 +92,8 @@ public final class RelayMessenger: PeerMessenger {
     }
 
     public var isConnected: Bool { self.link?.isConnected ?? false }
+
+    public var isSendPaced: Bool { self.link?.isPacing ?? false }
 
     /// Envelopes dropped so far, by reason (Protocol/envelope.md §5).
     public var dropCounts: [String: Int] { self.state.withLock { $0.drops } }
@@ -152,6 +178,18 @@ public final class RelayMessenger: PeerMessenger {
         return k
     }
 
+    /// Deletes replay records older than the horizon: an envelope that old is dropped as expired before the
+    /// replay check, so they can stop nothing.
+    private func pruneReplayRecords() {
+        guard let seen = self.seen else { return }
+        do {
+            let deleted = try seen.prune(olderThanMs: self.receiver.replayHorizonMs(nowMs: self.wallClock()))
+            if deleted > 0 { self.logger.debug("Pruned replay records", metadata: ["deleted": "\(deleted)"]) }
+        } catch {
+            self.logger.warning("Pruning replay records failed", metadata: ["error": "\(error)"])
+        }
+    }
+
     // MARK: Inbound
 
     private func handle(_ event: RelayLink.Event) {
@@ -160,9 +198,7 @@ public final class RelayMessenger: PeerMessenger {
             self.state.withLock { $0.maxPayload = maxPayload > 0 ? maxPayload : $0.maxPayload }
             self.logger.debug("Connected to relay", metadata: ["stored": "\(stored)"])
             self.eventsContinuation.yield(.connected(stored: stored))
-            if let seen = self.seen {
-                _ = try? seen.prune(olderThanMs: self.receiver.replayHorizonMs(nowMs: self.wallClock()))
-            }
+            self.pruneReplayRecords()
         case .disconnected(let code, let reason):
             self.logger.debug("Relay connection ended", metadata: ["close.code": code.map { "\($0)" } ?? "-",
                                                                    "reason": reason])

@@ -67,6 +67,18 @@ public struct DeviceModel: Sendable, Hashable, Codable {
     }
 }
 
+extension DeviceModel {
+    /// The `url` of a device model served by the Hub-cache runtime (`handset config device-model ID`): a
+    /// downloaded MLX repo, answered by `HubModelProvider`, not an Ollama tag. Not an http URL, so no configured
+    /// Ollama runtime can be mistaken for it.
+    public static let hubRuntime = "hub:"
+
+    /// A device model for a Hub repo id.
+    public static func hub(_ id: String) -> DeviceModel { DeviceModel(url: Self.hubRuntime, tag: id) }
+
+    public var isHub: Bool { self.url == Self.hubRuntime }
+}
+
 /// An outbound `settings.model_choice` message for the caller to seal and fan out to siblings.
 public struct ModelChoiceMessage: Sendable, Hashable {
     public static let type = "settings.model_choice"
@@ -212,6 +224,11 @@ public struct AgentSettings: Sendable {
     public func choose(local choice: ModelChoice) throws -> ModelChoiceMessage {
         try self.backend.setJSON(choice, forKey: Key.modelChoice)
         return ModelChoiceMessage(choice: choice)
+    }
+
+    /// Forgets the choice: the on-device brain is the floor again (a removed custom repo that was active).
+    public func clearModelChoice() throws {
+        try self.backend.removeValue(forKey: Key.modelChoice)
     }
 
     /// Applies a sibling's choice. Returns nothing to send: applying never re-sends, so two devices

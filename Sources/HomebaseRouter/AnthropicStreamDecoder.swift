@@ -12,7 +12,7 @@ import HomebaseCore
 ///
 /// Stop reasons: `end_turn`, `stop_sequence`, `pause_turn`, `refusal` → `.stop`; `max_tokens` and
 /// `model_context_window_exceeded` → `.length`; `tool_use` → `.toolCalls`.
-struct AnthropicStreamDecoder: ChatStreamDecoder {
+package struct AnthropicStreamDecoder: ChatStreamDecoder {
     private enum Block {
         case text
         case toolUse(id: String, name: String, json: String)
@@ -24,9 +24,11 @@ struct AnthropicStreamDecoder: ChatStreamDecoder {
     private var outputTokens = 0
     private var stopReason: FinishReason?
     private var started = false
-    private(set) var isComplete = false
+    package private(set) var isComplete = false
 
-    mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
+    package init() {}
+
+    package mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         guard let object = JSONText.object(event.data) else { throw .malformed("event data is not a JSON object") }
         let type = try JSONText.string(object["type"], "type") ?? event.event ?? ""
         switch type {
@@ -110,7 +112,7 @@ struct AnthropicStreamDecoder: ChatStreamDecoder {
         }
     }
 
-    mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
+    package mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
         guard self.isComplete else { throw .midStream("stream ended early") }
         return []
     }

@@ -5,7 +5,7 @@ import Synchronization
 
 /// Turns one backend's SSE events into `ChatEngineEvent`s. Pure: the transport feeds it parsed events, so
 /// every wire shape is testable without a socket.
-protocol ChatStreamDecoder: Sendable {
+package protocol ChatStreamDecoder: Sendable {
     /// Whether the backend's terminator arrived (`[DONE]`, `message_stop`); the transport stops reading then.
     var isComplete: Bool { get }
     /// The events one SSE event completes.
@@ -19,7 +19,7 @@ protocol ChatStreamDecoder: Sendable {
 }
 
 extension ChatStreamDecoder {
-    mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
+    package mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
         throws(ChatEngineError)
     {
         events += try self.decode(SSEEvent(event: nil, data: String(decoding: data, as: UTF8.self)))
@@ -157,15 +157,15 @@ enum HTTPChatTransport {
 /// parsing, the backend's decoder, and read pacing (started once text flows, so the first token is never
 /// held; finished when the terminator arrives, so the transport reads the response's last bytes and keeps
 /// the connection). Pure apart from telling the pacing object.
-struct ChatStreamAssembler<D: ChatStreamDecoder> {
+package struct ChatStreamAssembler<D: ChatStreamDecoder> {
     /// What one piece of body gave.
-    struct Read {
+    package struct Read {
         /// The events completed, in order; delivered even when `failure` is set (text before an error).
-        var events: [ChatEngineEvent] = []
+        package var events: [ChatEngineEvent] = []
         /// The answer failed; nothing more will be read.
-        var failure: ChatEngineError?
+        package var failure: ChatEngineError?
         /// The terminator arrived: the answer is whole.
-        var isComplete = false
+        package var isComplete = false
     }
 
     private var decoder: D
@@ -174,13 +174,13 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
     private var pacingStarted = false
 
     /// - Parameter maxEventBytes: the SSE parser's bound on one event (tests lower it).
-    init(decoder: D, pacing: HTTPBodyPacing?, maxEventBytes: Int = 1024 * 1024) {
+    package init(decoder: D, pacing: HTTPBodyPacing?, maxEventBytes: Int = 1024 * 1024) {
         self.decoder = decoder
         self.parser = SSEParser(maxEventBytes: maxEventBytes)
         self.pacing = pacing
     }
 
-    mutating func read(_ piece: [UInt8]) -> Read {
+    package mutating func read(_ piece: [UInt8]) -> Read {
         var read = Read()
         self.read(piece, into: &read)
         return read
@@ -254,7 +254,7 @@ struct ChatStreamAssembler<D: ChatStreamDecoder> {
     }
 
     /// The body ended before the terminator: the decoder's last events, or why the answer is cut short.
-    mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
+    package mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
         try self.decoder.endOfStream()
     }
 }

@@ -17,7 +17,7 @@ import HomebaseCore
 /// Ending: `data: [DONE]` completes the answer. A body that ends after a `finish_reason` but before
 /// `[DONE]` is accepted (the usage chunk may be missing); one that ends before any `finish_reason` is
 /// `midStream("stream ended early")`. An `{"error":…}` chunk after the 200 is `midStream(message)`.
-struct OpenAIStreamDecoder: ChatStreamDecoder {
+package struct OpenAIStreamDecoder: ChatStreamDecoder {
     private struct PartialCall {
         var id: String?
         var name: String = ""
@@ -28,15 +28,17 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     private var finish: FinishReason?
     private var usage: Usage?
     private var callsEmitted = false
-    private(set) var isComplete = false
-    /// Off only in tests, which check the fast path against the general one.
-    var usesFastPath = true
+    package private(set) var isComplete = false
+    /// Off only in tests and the fuzz harness, which check the fast path against the general one.
+    package var usesFastPath = true
     /// The layout of the last plain text chunk read in full, for the next ones (`ChunkTemplate`).
     private var template = ChunkTemplate()
     /// Chunks read through `template` so far (tests check it is used).
     private(set) var templateReads = 0
 
-    mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
+    package init() {}
+
+    package mutating func decode(_ event: SSEEvent) throws(ChatEngineError) -> [ChatEngineEvent] {
         // Hot path (one event per token): no NSString trimming unless there is whitespace to trim.
         let raw = event.data
         // A Character's Unicode properties are looked up only when an end byte may be whitespace.
@@ -80,7 +82,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     /// `decode` of a nameless event's data, read in place: the per-token path (`SSEParser.takeSimpleEvents`).
     /// Data with nothing to trim that is `[DONE]` or a chunk of the common shape is read from the bytes; the
     /// rest goes through `decode` as a String, so the outcome is `decode`'s in every case.
-    mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
+    package mutating func decodeData(_ data: UnsafeBufferPointer<UInt8>, into events: inout [ChatEngineEvent])
         throws(ChatEngineError)
     {
         if self.usesFastPath, let first = data.first, let last = data.last,
@@ -173,7 +175,7 @@ struct OpenAIStreamDecoder: ChatStreamDecoder {
     /// or a non-ASCII byte (the start of a Unicode space) can be.
     private static func mayBeWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte >= 0x80 }
 
-    mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
+    package mutating func endOfStream() throws(ChatEngineError) -> [ChatEngineEvent] {
         guard !self.isComplete else { return [] }
         guard let finish = self.finish else { throw .midStream("stream ended early") }
         self.isComplete = true

@@ -40,10 +40,12 @@ public final class InferenceResponseRouter: Sendable {
     public let messenger: any PeerMessenger
     private let state = Mutex(State())
 
-    /// Starts consuming `messenger.inbound` and `messenger.events` at once; `stop()` ends that.
+    /// Starts consuming `messenger.inbound` and `messenger.events` at once; `stop()` ends that. Takes the
+    /// messenger's inline path for every message that is not an inference answer.
     ///
     /// - Parameters:
-    ///   - otherMessages: receives every message that is not an inference answer, in arrival order.
+    ///   - otherMessages: receives every message that is not an inference answer, in arrival order, on the
+    ///     messenger's receiving thread (see `routeInline`).
     ///   - events: receives every connection event after in-flight requests have been told of a disconnect.
     public init(messenger: any PeerMessenger, otherMessages: (@Sendable (InboundMessage) -> Void)? = nil,
                 events: (@Sendable (MessengerEvent) -> Void)? = nil) {
@@ -61,6 +63,7 @@ public final class InferenceResponseRouter: Sendable {
             for await event in connection { self.handle(event) }
         }
         self.state.withLock { $0.tasks = [inboundTask, eventsTask] }
+        messenger.setInlineHandler { [weak self] inbound in self?.routeInline(inbound) ?? false }
     }
 
     /// Sets the handler for messages that are not inference answers (replacing any earlier one).
@@ -116,6 +119,21 @@ public final class InferenceResponseRouter: Sendable {
     }
 
     // MARK: Routing
+
+    /// A message that is not an inference answer is observed and handed to the node here, on the messenger's
+    /// receiving thread, before the relay hears its ACK; an answer returns false and goes through `inbound`.
+    ///
+    /// The messenger records a message's id as seen before passing it on, so one left queued for the consumer
+    /// task when a command ends (found by tools/soak: a grant arriving as `guest status` exits) was lost for
+    /// good, its redelivery dropped as a replay. Handled here, it is done when the relay link's thread is, and
+    /// stopping the link waits for that. The node's handlers are short and synchronous (store writes).
+    func routeInline(_ inbound: InboundMessage) -> Bool {
+        guard Self.answerID(inbound.message) == nil else { return false }
+        let (observer, handler) = self.state.withLock { ($0.frameObserver, $0.otherMessages) }
+        observer?(inbound)
+        handler?(inbound)
+        return true
+    }
 
     func route(_ inbound: InboundMessage) {
         let observer = self.state.withLock { $0.frameObserver }

@@ -18,8 +18,15 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var runtimeVersion: String?
     public var runtimeError: String?
     public var models: [Model]
+    /// Where the daemon serves its status page (`run --ui`), e.g. `http://127.0.0.1:8787/`; `status --json`
+    /// reads `/api/status` there. Nil without `--ui` (and in reports of daemons before it existed).
+    public var uiURL: String?
+    /// The page's `--ui-token`, so the CLI can read it; this database is the owner's alone (mode 0600) and
+    /// already holds the device key.
+    public var uiToken: String?
 
-    public init(pid: Int32, updatedAtMs: UInt64, relayURL: String, relayConnected: Bool, runtime: RuntimeStatus) {
+    public init(pid: Int32, updatedAtMs: UInt64, relayURL: String, relayConnected: Bool, runtime: RuntimeStatus,
+                uiURL: String? = nil, uiToken: String? = nil) {
         self.pid = pid
         self.updatedAtMs = updatedAtMs
         self.relayURL = relayURL
@@ -30,6 +37,8 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
         self.runtimeVersion = runtime.version
         self.runtimeError = runtime.lastError
         self.models = runtime.models
+        self.uiURL = uiURL
+        self.uiToken = uiToken
     }
 }
 

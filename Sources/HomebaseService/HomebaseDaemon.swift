@@ -46,14 +46,16 @@ public actor HomebaseDaemon {
     public nonisolated let pairing: PairingService
     /// The contact channel; nil only if the guest tables could not be opened (logged; guests are then strangers).
     public nonisolated let contacts: ContactService?
+    /// When each peer was last heard from (the status page).
+    public nonisolated let lastHeard = PeerLastHeard()
 
-    private let state: HomebaseState
+    public nonisolated let state: HomebaseState
     private let messenger: any PeerMessenger
     /// The messenger's replay set, when it commits without syncing: synced once per state poll.
     private let seen: SeenMessageStore?
-    private let runtime: any RuntimeStatusSource
+    public nonisolated let runtime: any RuntimeStatusSource
     private let configuration: Configuration
-    private let clock: ServiceClock
+    public nonisolated let clock: ServiceClock
     private let logger: Logger
     private var runTask: Task<Void, Never>?
     private var stopped = false
@@ -244,6 +246,7 @@ public actor HomebaseDaemon {
     /// `dispatch`. Who may ask is the messenger's entitlement rule and then the server's authorizer (siblings by
     /// the roster on sync_delta, guests by their grant on contact); a cancel reaches only its sender's requests.
     private nonisolated func takeInline(_ inbound: InboundMessage) -> Bool {
+        self.lastHeard.heard(from: inbound.sender, atMs: self.clock.nowMs())
         switch inbound.message {
         case .inferRequest(let request):
             self.inference.handleRequest(request, from: inbound.sender, channel: inbound.channel)

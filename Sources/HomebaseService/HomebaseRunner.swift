@@ -18,6 +18,8 @@ public final class HomebaseRunner: Sendable {
         public var relayOptions = RelayLink.Options()
         public var daemon = HomebaseDaemon.Configuration()
         public var monitor = RuntimeMonitor.Configuration()
+        /// Serve the status page (`--ui`); nil: none.
+        public var ui: StatusPageServer.Configuration?
         public init(makeEngine: @escaping @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine) {
             self.makeEngine = makeEngine
         }
@@ -76,6 +78,19 @@ public final class HomebaseRunner: Sendable {
             state: self.state, identity: identity, directory: directory, messenger: messenger, runtime: monitor,
             engine: self.options.makeEngine(settings.ollamaURL, cadence), guests: guests, readCadence: cadence,
             seen: seen, configuration: self.options.daemon, logger: self.logger)
+        let collector = StatusCollector(daemon: daemon)
+        let page: (server: StatusPageServer, url: String)?
+        if let ui = self.options.ui {
+            let server = StatusPageServer(collector: collector, configuration: ui,
+                                          logger: self.logger.with("component", "ui"))
+            let port = try server.start()
+            let url = "http://\(ui.host.contains(":") ? "[\(ui.host)]" : ui.host):\(port)/"
+            page = (server, url)
+            self.logger.notice("Status page listening on \(url)")
+        } else {
+            page = nil
+        }
+        defer { page?.server.stop() }
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
                                                           "relay": settings.relayURL, "ollama": settings.ollamaURL])
@@ -87,10 +102,23 @@ public final class HomebaseRunner: Sendable {
             group.addTask { await monitor.run() }
             group.addTask { await daemon.run() }
             group.addTask {
-                for await _ in messenger.events { changed.yield() }
+                for await event in messenger.events {
+                    collector.relayEvent(event)
+                    changed.yield()
+                }
             }
             group.addTask {
-                await self.report(messenger: messenger, monitor: monitor, relayURL: settings.relayURL, changes: changes)
+                await self.report(messenger: messenger, monitor: monitor, relayURL: settings.relayURL,
+                                  ui: page.map { ($0.url, self.options.ui?.accessToken) }, changes: changes)
+            }
+            if page != nil {
+                // The chart's buckets: what was admitted and streamed, once a second.
+                group.addTask {
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: .seconds(1)) } catch { break }
+                        collector.sample()
+                    }
+                }
             }
             group.addTask { [stopSignal] in
                 for await _ in stopSignal.stream {}
@@ -112,7 +140,7 @@ public final class HomebaseRunner: Sendable {
     /// (`changes` says when one may have happened). No heartbeat: the lock says whether the daemon runs, so an
     /// idle daemon writes nothing, and it does not wake to look either.
     private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String,
-                        changes: AsyncStream<Void>) async {
+                        ui: (url: String, token: String?)?, changes: AsyncStream<Void>) async {
         let pid = ProcessInfo.processInfo.processIdentifier
         var last: (connected: Bool, runtime: RuntimeStatus)?
         var changes = changes.makeAsyncIterator()
@@ -121,7 +149,8 @@ public final class HomebaseRunner: Sendable {
             let runtime = monitor.current
             if last.map({ $0.connected != connected || $0.runtime != runtime }) ?? true {
                 let status = DaemonStatus(pid: pid, updatedAtMs: Posix.wallClockMs, relayURL: relayURL,
-                                          relayConnected: connected, runtime: runtime)
+                                          relayConnected: connected, runtime: runtime, uiURL: ui?.url,
+                                          uiToken: ui?.token)
                 do {
                     try self.state.setDaemonStatus(status)
                     last = (connected, runtime)

@@ -44,6 +44,11 @@ public struct InferenceLimits: Sendable, Equatable {
     /// requester that went away is noticed within this plus one read interval of its going, where a RECEIPT
     /// per chunk cost a frame back from the relay, and a wake-up of the relay link, for every chunk.
     public var chunkReceiptIntervalMs: UInt64 = 500
+    /// While the relay link paces SENDs (the relay's rate would refuse more, `PeerMessenger.isSendPaced`), a
+    /// stream holds its text back and sends it merged into a later chunk, instead of queuing one frame per read
+    /// behind the others: under load chunks carry more text, never fewer of the answer's bytes. Text held this
+    /// long goes anyway (queued behind the rest, in order), so no stream starves while others keep the link busy.
+    public var maxPacedHoldMs: UInt64 = 2_000
     /// Largest text one `infer.chunk` carries; more (one late read of a fast runtime) goes in several. With
     /// JSON escaping (at most 6 bytes per byte) the envelope stays far below the relay's payload limit.
     public var maxChunkTextBytes = 16 * 1024

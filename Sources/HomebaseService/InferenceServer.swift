@@ -63,6 +63,10 @@ public final class InferenceServer: Sendable {
         let request: InferRequest
         /// Keep the answer for the authorizer (conversation cache).
         let keepAnswer: Bool
+        /// When it was admitted (wall clock, ms), for the status page.
+        let admittedAtMs: UInt64
+        /// When it got its slot (monotonic ms), for its tokens per second.
+        var startedAtMonotonicMs: UInt64 = 0
         /// The answer streaming, once the job has a slot.
         var stream: InferenceStream?
         var running: Bool { self.stream != nil }
@@ -98,6 +102,9 @@ public final class InferenceServer: Sendable {
     /// Admitted requests waiting for a slot.
     public var queuedCount: Int { self.withCore { $0.queue.count } }
 
+    /// What streams now and what went wrong lately, for the status page.
+    public var activity: InferenceActivity { self.withCore { $0.activity() } }
+
     /// The limits in force (admission limits follow the settings).
     public var currentLimits: InferenceLimits { self.withCore { $0.limits } }
 
@@ -116,6 +123,11 @@ public final class InferenceServer: Sendable {
     public func handleCancel(id: String, from sender: PublicKey) {
         self.withCore { core in
             let key = Key(sender: sender, id: id)
+            if let job = core.jobs[key] {
+                // A requester cancels when its watchdog fires (it falls back) or its user stops the answer.
+                core.record(.cancelled, code: nil, message: "cancelled by the requester", peer: sender,
+                            channel: job.channel, model: job.request.model)
+            }
             core.end(key, chargeStreamed: true)
             core.remember(key)
         }
@@ -225,6 +237,12 @@ extension InferenceServer {
         var rememberedHead = 0
         /// `stopAll()` ran: no request is admitted any more.
         var stopped = false
+        /// Requests admitted since the start, and text pieces streamed by requests that ended (the status page's
+        /// chart counts the differences).
+        var admittedTotal = 0
+        var endedPieces = 0
+        /// Errors sent and requests their requester gave up on, newest last (`InferenceActivity.maxEvents`).
+        var events: [InferenceEvent] = []
 
         init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
              authorizer: any InferenceAuthorizer, limits: InferenceLimits, readCadence: HTTPReadCadence?,
@@ -269,51 +287,58 @@ extension InferenceServer {
             case .ignore: return
             case .deny(let code):
                 self.remember(key)
-                self.refuse(code, code == .notGranted ? "not granted" : "not allowed", id: request.id, to: sender,
-                            channel: channel)
+                self.refuse(code, code == .notGranted ? "not granted" : "not allowed", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             case .allow: break
             }
             self.remember(key)
 
             if let problem = self.limits.violation(of: request) {
-                self.refuse(.badRequest, problem, id: request.id, to: sender, channel: channel)
+                self.refuse(.badRequest, problem, id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             var served = request
             var keepAnswer = false
             switch self.authorizer.prepare(request, from: sender, channel: channel) {
             case .refuse(let code, let message):
-                self.refuse(code, message, id: request.id, to: sender, channel: channel)
+                self.refuse(code, message, id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             case .serve(let messages, let keep):
                 served.messages = messages
                 keepAnswer = keep
                 // A cached prefix plus new messages must still be within the protocol's limits.
                 if messages != request.messages, let problem = self.limits.violation(of: served) {
-                    self.refuse(.badRequest, problem, id: request.id, to: sender, channel: channel)
+                    self.refuse(.badRequest, problem, id: request.id,
+                                model: request.model, to: sender, channel: channel)
                     return
                 }
             }
             let status = self.runtime.current
             guard status.verified && status.available else {
-                self.refuse(.runtimeUnavailable, "the runtime does not answer", id: request.id, to: sender,
-                            channel: channel)
+                self.refuse(.runtimeUnavailable, "the runtime does not answer", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             guard status.models.contains(where: { $0.tag == request.model && $0.canComplete }) else {
-                self.refuse(.modelUnavailable, "model not installed", id: request.id, to: sender, channel: channel)
+                self.refuse(.modelUnavailable, "model not installed", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             let hasSlot = self.runningCount < self.limits.maxConcurrent
             guard hasSlot || self.queue.count < self.limits.maxQueued else {
-                self.refuse(.busy, "the host is busy", id: request.id, to: sender, channel: channel)
+                self.refuse(.busy, "the host is busy", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
 
             self.nextToken += 1
             let token = self.nextToken
-            self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer)
+            self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer,
+                                 admittedAtMs: self.clock.nowMs())
+            self.admittedTotal += 1
             self.authorizer.admitted(served, from: sender, channel: channel)
             self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
             if hasSlot { self.start(key) } else { self.queue.append(key) }
@@ -349,6 +374,7 @@ extension InferenceServer {
                 onEnd: { [weak server] end in server?.postpone(.ended(end, key: key, token: token)) },
                 onRequesterGone: { [weak server] in server?.postpone(.requesterGone(key: key, token: token)) })
             job.stream = stream
+            job.startedAtMonotonicMs = self.clock.monotonicMs()
             self.jobs[key] = job
             stream.attach(self.engine.start(model: job.request.model, request: chatRequest, sink: stream))
         }
@@ -386,7 +412,8 @@ extension InferenceServer {
             // Whatever failed, the runtime's status may be stale (down, model gone): have it re-checked.
             self.runtime.reverifySoon()
             self.logger.info("inference failed", metadata: ["peer": key.sender.short, "code": code.rawValue])
-            self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+            self.sendError(code, message, id: key.id, model: job.request.model, to: key.sender,
+                           channel: job.channel)
             self.end(key, outcome: .failed(code))
         }
 
@@ -401,12 +428,14 @@ extension InferenceServer {
         func end(_ key: Key, outcome: InferenceOutcome = .cancelled, reply: (InferErrorCode, String)? = nil,
                  chargeStreamed: Bool = false) {
             guard let job = self.jobs.removeValue(forKey: key) else { return }
+            self.endedPieces += job.stream?.streamedPieces ?? 0
             var outcome = outcome
             if case .done(let answer, let usage)? = job.stream?.stop() {
                 outcome = .done(answer: answer, usage: usage)
             } else {
                 if let (code, message) = reply {
-                    self.sendError(code, message, id: key.id, to: key.sender, channel: job.channel)
+                    self.sendError(code, message, id: key.id, model: job.request.model, to: key.sender,
+                                   channel: job.channel)
                 }
                 if chargeStreamed, let pieces = job.stream?.streamedPieces, pieces > 0 {
                     outcome = .cut(usage: Usage(promptTokens: 0, completionTokens: pieces))
@@ -451,42 +480,66 @@ extension InferenceServer {
         private func requesterGone(key: Key, token: UInt64) {
             guard self.jobs[key]?.token == token else { return }
             self.logger.debug("requester gone", metadata: ["peer": key.sender.short])
+            if let job = self.jobs[key] {
+                self.record(.requesterGone, code: nil, message: "the requester is gone", peer: key.sender,
+                            channel: job.channel, model: job.request.model)
+            }
             self.end(key, chargeStreamed: true)
         }
 
         /// Whether `sender` has a refusal left (`InferenceLimits.refusalsPerMinute`).
         private func mayRefuse(_ sender: PublicKey) -> Bool {
-            guard var bucket = self.refusals[sender] else { return true }
-            let left = bucket.canTake(1, nowMs: self.clock.monotonicMs())
-            self.refusals[sender] = bucket
-            return left
+            self.refusals[sender].map { $0.waitMs(for: 1, nowMs: self.clock.monotonicMs()) == 0 } ?? true
         }
 
         /// Answers a request with `infer.error` instead of an accept, out of the sender's refusals.
-        private func refuse(_ code: InferErrorCode, _ message: String, id: String, to peer: PublicKey,
+        private func refuse(_ code: InferErrorCode, _ message: String, id: String, model: String, to peer: PublicKey,
                             channel: Channel) {
             let nowMs = self.clock.monotonicMs()
             if self.refusals[peer] == nil, self.refusals.count >= 1024 {
                 // Forget the senders whose allowance is whole again; the others are still refusing.
-                self.refusals = self.refusals.filter { var b = $0.value; return !b.isFull(nowMs: nowMs) }
+                self.refusals = self.refusals.filter { $0.value.waitMs(for: $0.value.capacity, nowMs: nowMs) > 0 }
             }
             let perMinute = Double(self.limits.refusalsPerMinute)
             var bucket = self.refusals[peer] ?? TokenBucket(ratePerSecond: perMinute / 60, capacity: perMinute,
                                                             nowMs: nowMs)
             _ = bucket.take(1, nowMs: nowMs)
-            let usedUp = !bucket.canTake(1, nowMs: nowMs)
             self.refusals[peer] = bucket
-            if usedUp {
+            if bucket.waitMs(for: 1, nowMs: nowMs) > 0 {
                 self.logger.info("refusals to a peer used up; its requests go unanswered for a while",
                                  metadata: ["peer": peer.short, "per_minute": "\(self.limits.refusalsPerMinute)"])
             }
-            self.sendError(code, message, id: id, to: peer, channel: channel)
+            self.sendError(code, message, id: id, model: model, to: peer, channel: channel)
         }
 
-        private func sendError(_ code: InferErrorCode, _ message: String, id: String, to peer: PublicKey,
-                               channel: Channel) {
+        private func sendError(_ code: InferErrorCode, _ message: String, id: String, model: String,
+                               to peer: PublicKey, channel: Channel) {
+            self.record(.error, code: code.rawValue, message: message, peer: peer, channel: channel, model: model)
             self.messenger.send(.inferError(InferError(id: id, code: code, message: message)), to: peer,
                                 channel: channel, store: false)
+        }
+
+        func record(_ kind: InferenceEvent.Kind, code: String?, message: String, peer: PublicKey, channel: Channel,
+                    model: String) {
+            if self.events.count >= InferenceActivity.maxEvents { self.events.removeFirst() }
+            self.events.append(InferenceEvent(atMs: self.clock.nowMs(), kind: kind, code: code, message: message,
+                                              peer: peer, channel: channel, model: model))
+        }
+
+        /// The live streams, recent events and running totals (under the lock, so the totals are consistent).
+        func activity() -> InferenceActivity {
+            let now = self.clock.monotonicMs()
+            var livePieces = 0
+            let streams = self.jobs.map { key, job -> LiveStream in
+                let pieces = job.stream?.streamedPieces ?? 0
+                livePieces += pieces
+                let seconds = Double(now &- job.startedAtMonotonicMs) / 1000
+                return LiveStream(peer: key.sender, channel: job.channel, model: job.request.model,
+                                  running: job.running, admittedAtMs: job.admittedAtMs, tokens: pieces,
+                                  tokensPerSecond: job.running && seconds > 0.05 ? Double(pieces) / seconds : 0)
+            }.sorted { ($0.admittedAtMs, $0.peer) < ($1.admittedAtMs, $1.peer) }
+            return InferenceActivity(streams: streams, events: self.events, requestsTotal: self.admittedTotal,
+                                     tokensTotal: self.endedPieces + livePieces)
         }
 
         func remember(_ key: Key) {

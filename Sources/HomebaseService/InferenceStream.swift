@@ -34,6 +34,9 @@ final class InferenceStream: ChatEventSink {
         var lastReceiptAskedMs: UInt64
         /// The UTF-8 of one read's text pieces, joined (kept for its capacity).
         var joined: [UInt8] = []
+        /// Text due to go that waits while the relay link paces (`InferenceLimits.maxPacedHoldMs`), and since when.
+        var held = ""
+        var heldSinceMs: UInt64 = 0
     }
 
     private let id: String
@@ -43,6 +46,8 @@ final class InferenceStream: ChatEventSink {
     private let maxContentBytes: Int
     private let maxChunkTextBytes: Int
     private let receiptIntervalMs: UInt64
+    private let retryDelayMs: UInt64
+    private let maxPacedHoldMs: UInt64
     private let clock: ServiceClock
     private let onEnd: @Sendable (End) -> Void
     private let onRequesterGone: @Sendable () -> Void
@@ -65,6 +70,8 @@ final class InferenceStream: ChatEventSink {
         precondition(limits.maxChunkTextBytes >= 4, "a chunk must hold any Unicode scalar")
         self.maxChunkTextBytes = limits.maxChunkTextBytes
         self.receiptIntervalMs = limits.chunkReceiptIntervalMs
+        self.retryDelayMs = max(limits.coalesceDelayMs, 1)
+        self.maxPacedHoldMs = limits.maxPacedHoldMs
         self.clock = clock
         self.onEnd = onEnd
         self.onRequesterGone = onRequesterGone
@@ -136,7 +143,11 @@ final class InferenceStream: ChatEventSink {
                 case .finished(let reason, let usage):
                     let text = readText()
                     if !text.isEmpty { self.textArrived(text, &s) }
-                    self.apply(s.coalescer.finish(nowMs: self.clock.monotonicMs()), &s)
+                    // The rest goes now, paced or not: the done must follow it, and the link keeps the order.
+                    var rest = s.held
+                    s.held = ""
+                    if case .emit(let last) = s.coalescer.finish(nowMs: self.clock.monotonicMs()) { rest += last }
+                    if !rest.isEmpty { self.sendText(rest, nowMs: self.clock.monotonicMs(), &s) }
                     let usage = usage ?? Usage(promptTokens: 0, completionTokens: 0)
                     let done = InferDone(id: self.id, finishReason: reason == .length ? "length" : "stop",
                                          usage: usage, chunks: s.nextSeq)
@@ -183,27 +194,48 @@ final class InferenceStream: ChatEventSink {
     private func apply(_ decision: ChunkCoalescer.Decision, _ s: inout State) {
         switch decision {
         case .emit(let text):
-            // One read can bring more than a chunk should carry: at most `maxChunkTextBytes` each (cut only
-            // when over, so the usual chunk costs no array of pieces).
             let now = self.clock.monotonicMs()
-            if text.utf8.count <= self.maxChunkTextBytes {
-                self.sendChunk(text, nowMs: now, &s)
-            } else {
-                for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
-                    self.sendChunk(piece, nowMs: now, &s)
-                }
+            if s.held.isEmpty {
+                s.heldSinceMs = now
             }
+            s.held += text
+            guard !s.held.isEmpty else { return }
+            // The relay link paces: merge into a later chunk rather than queue another frame behind the ones
+            // waiting (a frame the relay's rate refused would be lost, and the requester would see a gap).
+            if self.messenger.isSendPaced, now < s.heldSinceMs + self.maxPacedHoldMs {
+                self.armFlush(afterMs: self.retryDelayMs, &s)
+                return
+            }
+            let text = s.held
+            s.held = ""
+            self.sendText(text, nowMs: now, &s)
         case .holdUntil(let due):
-            guard s.flushTask == nil else { return }
             let now = self.clock.monotonicMs()
-            let delay = due > now ? due - now : 0
-            let sleep = self.clock.sleep
-            s.flushTask = Task { [weak self] in
-                do { try await sleep(.milliseconds(delay)) } catch { return }
-                self?.flushDue()
-            }
+            self.armFlush(afterMs: due > now ? due - now : 0, &s)
         case .none:
             break
+        }
+    }
+
+    /// Calls `flushDue` after `delay` ms, unless a call is already due.
+    private func armFlush(afterMs delay: UInt64, _ s: inout State) {
+        guard s.flushTask == nil else { return }
+        let sleep = self.clock.sleep
+        s.flushTask = Task { [weak self] in
+            do { try await sleep(.milliseconds(delay)) } catch { return }
+            self?.flushDue()
+        }
+    }
+
+    /// Sends `text` as one chunk, or, when one read brought more than a chunk should carry, as several of at
+    /// most `maxChunkTextBytes` each (cut only when over, so the usual chunk costs no array of pieces).
+    private func sendText(_ text: String, nowMs now: UInt64, _ s: inout State) {
+        if text.utf8.count <= self.maxChunkTextBytes {
+            self.sendChunk(text, nowMs: now, &s)
+        } else {
+            for piece in ChunkCoalescer.pieces(of: text, maxBytes: self.maxChunkTextBytes) {
+                self.sendChunk(piece, nowMs: now, &s)
+            }
         }
     }
 
@@ -229,7 +261,10 @@ final class InferenceStream: ChatEventSink {
         self.state.withLock { s in
             guard !s.ended else { return }
             s.flushTask = nil
-            self.apply(s.coalescer.flushDue(nowMs: self.clock.monotonicMs()), &s)
+            let decision = s.coalescer.flushDue(nowMs: self.clock.monotonicMs())
+            // Held text is tried again (sent, or held once more) before the coalescer's next hold is armed.
+            if case .emit = decision {} else if !s.held.isEmpty { self.apply(.emit(""), &s) }
+            self.apply(decision, &s)
         }
     }
 }

@@ -181,7 +181,7 @@ public struct OllamaManagementClient: Sendable {
     }
 
     /// Decodes one NDJSON line; `nil` for a blank line. An `error` field wins over everything else.
-    static func pullLine(_ bytes: [UInt8], model: String) throws -> PullProgress? {
+    package static func pullLine(_ bytes: [UInt8], model: String) throws -> PullProgress? {
         guard bytes.contains(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }) else { return nil }
         let line: OllamaWire.PullLine
         do {

@@ -55,6 +55,49 @@ public final class HTTPResponseWriter: Sendable {
         }
     }
 
+    /// Sends a whole response with `Content-Length`, the body in pieces of `pieceBytes` with `pause` between them
+    /// (a slow link), and with `dropAfter` set, drops the connection once that many body bytes went out (a file
+    /// download cut mid-way: the client sees fewer bytes than announced). For HEAD requests the body is left out.
+    /// Returns false when the client went away (or the drop happened).
+    @discardableResult
+    public func respondPaced(status: Int, headers: [(String, String)] = [], body: ArraySlice<UInt8>,
+                             pieceBytes: Int = 256 * 1024, pause: Duration? = nil, dropAfter: Int? = nil) -> Bool {
+        precondition(pieceBytes > 0, "pieceBytes must be positive")
+        let head: [UInt8]? = self.state.withLock { state -> [UInt8]? in
+            precondition(state.phase == .idle || state.phase == .aborted, "response already started")
+            guard state.phase == .idle else { return nil }
+            state.phase = .finished
+            var fields = self.fields(headers).filter { $0.name.lowercased() != "content-length" }
+            fields.append(HTTPHeaderField(name: "Content-Length", value: String(body.count)))
+            return HTTPResponseEncoder.head(status: status, headers: fields)
+        }
+        guard let head else { return false }
+        guard ServerSocket.sendAll(self.fd, head) else {
+            self.state.withLock { $0.clientGone = true }
+            return false
+        }
+        if self.isHead { return true }
+        let limit = min(body.count, dropAfter ?? body.count)
+        var offset = 0
+        while offset < limit {
+            let end = min(limit, offset + pieceBytes)
+            let ok = body[(body.startIndex + offset)..<(body.startIndex + end)].withUnsafeBytes {
+                ServerSocket.sendAll(self.fd, $0)
+            }
+            guard ok else {
+                self.state.withLock { $0.clientGone = true }
+                return false
+            }
+            offset = end
+            if let pause, offset < limit { Thread_sleep(pause) }
+        }
+        if dropAfter != nil && limit < body.count {
+            self.abortConnection()
+            return false
+        }
+        return true
+    }
+
     /// Sends a whole response with a UTF-8 text body.
     public func respond(status: Int, headers: [(String, String)] = [], body: String) {
         self.respond(status: status, headers: headers, body: Array(body.utf8))

@@ -62,11 +62,14 @@ enum ServerSocket {
 
     /// Sends all of `bytes`. Returns false when the peer is gone (EPIPE, ECONNRESET) or the socket failed.
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Self.sendAll(fd, $0) }
+    }
+
+    /// Sends every byte of `raw` (a slice of a large body, with no copy).
+    static func sendAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
         var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + offset, raw.count - offset, self.sendFlags)
-            }
+        while offset < raw.count {
+            let n = send(fd, raw.baseAddress! + offset, raw.count - offset, self.sendFlags)
             if n < 0 {
                 if errno == EINTR { continue }
                 return false

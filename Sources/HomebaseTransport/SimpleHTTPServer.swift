@@ -33,6 +33,9 @@ public final class SimpleHTTPServer: Sendable {
         public var backlog: Int32 = 512
         /// Stack of each connection thread; handlers are shallow, and hundreds of 8 MiB stacks waste address space.
         public var threadStackBytes = 512 * 1024
+        /// Open connections at most (each costs a thread); one more is answered 503 and closed. Unbounded by
+        /// default: the emulators serve what their tests send.
+        public var maxConnections = Int.max
 
         public init() {}
     }
@@ -123,6 +126,12 @@ public final class SimpleHTTPServer: Sendable {
     /// Number of open client connections (for tests and metrics).
     public var connectionCount: Int { self.state.withLock { $0.connections.count } }
 
+    private static let tooManyConnections = HTTPResponseEncoder.response(
+        status: 503,
+        headers: [HTTPHeaderField(name: "Content-Type", value: "text/plain; charset=utf-8"),
+                  HTTPHeaderField(name: "Connection", value: "close")],
+        body: Array("too many connections\n".utf8))
+
     private func acceptLoop(listenFD: Int32, wakeFD: Int32) {
         defer { self.state.withLock { $0.acceptThreadDone = true } }
         var fds = [
@@ -144,14 +153,21 @@ public final class SimpleHTTPServer: Sendable {
             #if !os(Linux)
             setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
             #endif
-            let admitted = self.state.withLock { state -> Bool in
-                guard !state.stopping else { return false }
+            let admitted = self.state.withLock { state -> Bool? in
+                guard !state.stopping else { return nil }
+                guard state.connections.count < self.configuration.maxConnections else { return false }
                 state.connections.insert(client)
                 return true
             }
-            guard admitted else {
+            guard let admitted else {
                 close(client)
                 return
+            }
+            guard admitted else {
+                // The response fits any socket buffer: the send cannot block the accept loop.
+                _ = ServerSocket.sendAll(client, Self.tooManyConnections)
+                close(client)
+                continue
             }
             let thread = Thread { [self] in
                 Posix.nameCurrentThread("http-conn")

@@ -42,6 +42,8 @@ public final class WebSocketClient {
     public let url: RelayURL
     /// The subprotocol the server selected.
     public let selectedSubprotocol: String?
+    /// The header fields of the server's `101` response (a relay announces its limits there).
+    public let responseHeaders: [HTTPHeaderField]
     private let stream: ByteStream
     private var parser: WebSocketParser
     private var closed = false
@@ -111,17 +113,20 @@ public final class WebSocketClient {
             stream.close()
             throw .handshake(h.status == 101 ? "\(e)" : "HTTP \(h.status) \(h.reason)")
         case .success(let selected):
-            let client = WebSocketClient(url: url, stream: stream, selected: selected, maxMessageBytes: options.maxMessageBytes)
+            let client = WebSocketClient(url: url, stream: stream, selected: selected, responseHeaders: h.headers,
+                                         maxMessageBytes: options.maxMessageBytes)
             let leftover = headParser.takeBuffered()
             if !leftover.isEmpty { client.parser.append(leftover) }
             return client
         }
     }
 
-    init(url: RelayURL, stream: ByteStream, selected: String?, maxMessageBytes: Int) {
+    init(url: RelayURL, stream: ByteStream, selected: String?, responseHeaders: [HTTPHeaderField] = [],
+         maxMessageBytes: Int) {
         self.url = url
         self.stream = stream
         self.selectedSubprotocol = selected
+        self.responseHeaders = responseHeaders
         self.parser = WebSocketParser(role: .client, maxMessageBytes: maxMessageBytes)
     }
 

@@ -14,7 +14,7 @@ public struct Admission: Sendable, Equatable {
     }
 
     /// Whether the upgrade request carries a valid token (`Authorization: Bearer …` or `?token=`).
-    func admitsUpgrade(authorization: String?, queryToken: String?) -> Bool {
+    package func admitsUpgrade(authorization: String?, queryToken: String?) -> Bool {
         guard !self.tokens.isEmpty else { return true }
         if let auth = authorization {
             let parts = auth.split(separator: " ", maxSplits: 1)
@@ -27,20 +27,26 @@ public struct Admission: Sendable, Equatable {
         return false
     }
 
-    func admits(_ key: PublicKey) -> Bool { self.allowedKeys?.contains(key) ?? true }
+    package func admits(_ key: PublicKey) -> Bool { self.allowedKeys?.contains(key) ?? true }
 
     /// Reads tokens and keys from files: one entry per line, `#` comments and blank lines ignored.
     /// - Throws: `RelayConfigurationError` with the file and line of a malformed key.
     public static func load(tokenFile: String?, allowlistFile: String?) throws -> Admission {
+        try Self.parse(tokens: tokenFile.map(Self.text(of:)), allowlist: allowlistFile.map(Self.text(of:)),
+                       allowlistName: allowlistFile ?? "")
+    }
+
+    /// `load` of the files' texts; `allowlistName` names the allowlist in errors. Pure, for the fuzz harness.
+    package static func parse(tokens: String?, allowlist: String?, allowlistName: String) throws -> Admission {
         var a = Admission()
-        if let tokenFile {
-            a.tokens = Set(try Self.lines(of: tokenFile).map(\.text))
+        if let tokens {
+            a.tokens = Set(Self.lines(of: tokens).map(\.text))
         }
-        if let allowlistFile {
+        if let allowlist {
             var keys = Set<PublicKey>()
-            for (number, text) in try Self.lines(of: allowlistFile) {
+            for (number, text) in Self.lines(of: allowlist) {
                 guard let key = PublicKey(hex: text) else {
-                    throw RelayConfigurationError("\(allowlistFile):\(number): not a 64-hex public key")
+                    throw RelayConfigurationError("\(allowlistName):\(number): not a 64-hex public key")
                 }
                 keys.insert(key)
             }
@@ -49,10 +55,15 @@ public struct Admission: Sendable, Equatable {
         return a
     }
 
-    private static func lines(of path: String) throws -> [(number: Int, text: String)] {
+    private static func text(of path: String) throws -> String {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
         else { throw RelayConfigurationError("cannot read \(path)") }
-        return text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().compactMap { i, line in
+        return text
+    }
+
+    /// Lines end at any line break, CRLF included (one `Character` to a `String`, so not a `"\n"`).
+    private static func lines(of text: String) -> [(number: Int, text: String)] {
+        text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated().compactMap { i, line in
             let t = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let trimmed = t.trimmingCharacters(in: .whitespaces)
             return trimmed.isEmpty ? nil : (i + 1, trimmed)

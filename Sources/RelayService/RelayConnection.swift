@@ -16,7 +16,8 @@ final class RelayConnection: TCPConnectionDelegate {
         /// Reading an HTTP request head (an upgrade, `/healthz` or `/metrics`).
         case http(HTTPRequestHeadParser)
         case websocket
-        case closing
+        /// Hanging up: output still queued goes out first, for at most `closeFlushTimeoutMs` from `sinceMs`.
+        case closing(sinceMs: UInt64)
     }
 
     unowned let server: RelayServer
@@ -107,7 +108,7 @@ final class RelayConnection: TCPConnectionDelegate {
     }
 
     func connectionClosed(_ connection: TCPConnection, error: TransportError?) {
-        self.phase = .closing
+        self.phase = .closing(sinceMs: self.server.nowMs)
         self.session?.connectionClosed()
         self.server.connectionEnded(self)
     }
@@ -148,8 +149,7 @@ final class RelayConnection: TCPConnectionDelegate {
                        HTTPHeaderField(name: "Connection", value: "close")] + extraHeaders
         self.tcp.write(HTTPResponseEncoder.response(status: status, headers: headers, body: Array(body.utf8),
                                                     includeBody: includeBody))
-        self.phase = .closing
-        self.tcp.closeAfterFlush()
+        self.hangUpAfterFlush()
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
@@ -159,8 +159,7 @@ final class RelayConnection: TCPConnectionDelegate {
         switch decision {
         case .reject(let status, let reason):
             self.tcp.write(WebSocketHandshake.serverRejectionBytes(status: status, reason: reason))
-            self.phase = .closing
-            self.tcp.closeAfterFlush()
+            self.hangUpAfterFlush()
         case .accept(let key, let subprotocol):
             guard self.server.admission.admitsUpgrade(authorization: head.header("Authorization"),
                                                       queryToken: head.queryValue("token")) else {
@@ -175,7 +174,8 @@ final class RelayConnection: TCPConnectionDelegate {
                              extraHeaders: [HTTPHeaderField(name: "Retry-After", value: "5")])
                 return
             }
-            self.tcp.write(WebSocketHandshake.serverResponseBytes(forClientKey: key, subprotocol: subprotocol))
+            self.tcp.write(WebSocketHandshake.serverResponseBytes(forClientKey: key, subprotocol: subprotocol,
+                                                                 extraHeaders: self.server.upgradeHeaders))
             self.phase = .websocket
             let now = self.server.nowMs
             var session = RelaySessionStateMachine(nonce: SecureRandom.bytes(32), nowMs: now,
@@ -236,8 +236,7 @@ final class RelayConnection: TCPConnectionDelegate {
                 self.append(WebSocketFrameEncoder.encode(opcode: .close, payload: echo))
                 self.flushOutput()
                 self.session?.connectionClosed()
-                self.phase = .closing
-                self.tcp.closeAfterFlush()
+                self.hangUpAfterFlush()
             }
         }
         if case .websocket = self.phase, self.parser!.bufferedByteCount == 0 { self.parser!.releaseIdleBuffer() }
@@ -303,6 +302,13 @@ final class RelayConnection: TCPConnectionDelegate {
         }
     }
 
+    /// Hangs up once queued output is sent. A peer that stops reading would keep the connection (its socket and
+    /// its queue, up to `outboundQueueMaxBytes`) forever, so the sweep drops it after `closeFlushTimeoutMs`.
+    private func hangUpAfterFlush() {
+        self.phase = .closing(sinceMs: self.server.nowMs)
+        self.tcp.closeAfterFlush()
+    }
+
     /// Sends a close frame with `code` and hangs up once it is flushed.
     func closeWebSocket(code: UInt16, reason: String) {
         guard case .websocket = self.phase else { return }
@@ -313,8 +319,7 @@ final class RelayConnection: TCPConnectionDelegate {
                                                  payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason)))
         self.flushOutput()
         self.session?.connectionClosed()
-        self.phase = .closing
-        self.tcp.closeAfterFlush()
+        self.hangUpAfterFlush()
     }
 
     func writeFrame(_ frame: RelayFrame) {

@@ -22,6 +22,9 @@ public final class RelayServer: @unchecked Sendable {
     static let maintenanceIntervalMs: UInt64 = 60_000
 
     public let configuration: RelayConfiguration
+    /// Headers every upgrade response carries: the SEND limits announced to clients (Protocol/relay.md §6), so
+    /// they can pace under them instead of losing frames to RECEIPT 5. Formatted once, not per connection.
+    let upgradeHeaders: [(String, String)]
     let logger: Logger
     let loop: EventLoop
     let metrics = RelayMetrics()
@@ -48,6 +51,7 @@ public final class RelayServer: @unchecked Sendable {
     /// Opens the mailbox and binds the listeners; call `run()` to serve.
     public init(configuration: RelayConfiguration, admission: Admission = Admission(), logger: Logger) throws {
         self.configuration = configuration
+        self.upgradeHeaders = [(RelaySendLimits.headerName, RelaySendLimits(configuration.limits).headerValue)]
         self.admission = admission
         self.logger = logger
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,
@@ -61,6 +65,7 @@ public final class RelayServer: @unchecked Sendable {
         let mailbox = try SQLiteMailbox(database: self.database, limits: mailboxLimits)
         self.worker = MailboxWorker(mailbox: mailbox, clock: { Posix.wallClockMs })
         self.loop = try EventLoop()
+        self.loop.busyPollNs = UInt64(configuration.busyPollMicroseconds) * 1_000
         var listeners: [TCPListener] = []
         weak var weakSelf: RelayServer?
         let main = try TCPListener(loop: self.loop, host: configuration.listenHost, port: configuration.listenPort,
@@ -364,7 +369,8 @@ public final class RelayServer: @unchecked Sendable {
         }
     }
 
-    /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts and pings.
+    /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts, pings, and connections
+    /// whose peer never takes their last bytes.
     private func sweep() {
         self.sweepConnections()
         self.maintenance(force: false)
@@ -405,9 +411,9 @@ public final class RelayServer: @unchecked Sendable {
                     c.lastPingMs = now
                     c.append(WebSocketFrameEncoder.encode(opcode: .ping, payload: [UInt8]()))
                 }
-            case .closing:
-                // A close frame (4002's) its peer never reads would keep the connection, and its queue, for good.
-                if c.tcp.isOpen, self.stoppedReading(c, now: now) {
+            case .closing(let since):
+                // Its peer has not taken the last bytes (a close frame behind a backlog): it is not reading.
+                if now >= since + limits.closeFlushTimeoutMs, c.tcp.isOpen {
                     c.tcp.close()
                     closes += 1
                 }

@@ -92,6 +92,14 @@ struct Handset {
                 _ = try s.settings.choose(local: choice)
                 print("device model \(tag) at \(url)" + (s.account.isPaired ? "; not synced (relay unreachable)" : ""))
             }
+        case .configDeviceHubModel(let id):
+            try await ModelsConsole.chooseHubModel(id, s)
+        case .configDeviceCapable(let capable):
+            try s.models.setCapable(capable)
+            print(capable ? "this device runs downloaded models" : "this device cannot run downloaded models: "
+                  + "every download reports unsupported and the floor answers")
+        case .models(let command):
+            try await ModelsConsole.run(command, s)
         case .keyAdd(let provider, let key):
             guard try s.keys.add(key, to: provider) else { throw CLIError("that key is blank or already on the ring") }
             print("added \(CloudKeyStore.mask(key)) to \(provider.rawValue) (\(s.keys.list(provider).count) keys)")

@@ -12,22 +12,62 @@ struct HomebaseCommands {
     let logger: Logger
 
     func run() async throws {
-        let options = HomebaseRunner.Options { ollamaURL, readCadence in
+        var options = HomebaseRunner.Options { ollamaURL, readCadence in
             // As many kept-alive connections as requests may stream at once: a burst of streams then reuses
             // connections instead of opening new ones (connect, Ollama's accept) per request.
             OpenAIChatEngine(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
                              maxTokensField: .maxTokens, readCadence: readCadence)
         }
+        options.ui = try self.uiConfiguration()
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
         let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }
         try await runner.run()
         withExtendedLifetime(watcher) {}
     }
 
-    func status() throws {
+    /// `--ui HOST:PORT [--ui-token T] [--ui-host a,b]` (the token also from `HOMEBASE_UI_TOKEN`); nil without `--ui`.
+    func uiConfiguration() throws -> StatusPageServer.Configuration? {
+        guard let address = self.args.value("ui") else {
+            if self.args.value("ui-token") != nil || self.args.value("ui-host") != nil {
+                throw UsageError("--ui-token and --ui-host need --ui HOST:PORT")
+            }
+            return nil
+        }
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
+            throw UsageError("--ui takes HOST:PORT, e.g. 127.0.0.1:8787, not '\(address)'")
+        }
+        let host = String(address[..<colon])
+        let token = self.args.value("ui-token") ?? ProcessInfo.processInfo.environment["HOMEBASE_UI_TOKEN"]
+        if let problem = StatusPageGate.bindProblem(host: host, accessToken: token) { throw UsageError(problem) }
+        let names = (self.args.value("ui-host") ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }.filter { !$0.isEmpty }
+        return StatusPageServer.Configuration(host: host, port: port, accessToken: token, allowedHosts: names)
+    }
+
+    /// The running daemon's `/api/status` when it serves the status page: the same JSON as the page, a superset
+    /// of the state database's answer below. Nil (and that answer instead) when there is no page or it does not
+    /// answer within a couple of seconds.
+    func pageStatusJSON(_ daemon: DaemonStatus?) async -> String? {
+        guard let url = daemon?.uiURL else { return nil }
+        var request = HTTPRequest(url: url + "api/status")
+        request.connectTimeout = .seconds(2)
+        request.timeout = .seconds(5)
+        if let token = daemon?.uiToken { request.headers.append(("Authorization", "Bearer \(token)")) }
+        guard let response = try? await HTTPClient(maxIdleConnections: 0).send(request),
+              response.head.status == 200
+        else { return nil }
+        return String(decoding: response.body, as: UTF8.self)
+    }
+
+    func status() async throws {
         let settings = try self.state.settings()
         let pk = try self.state.deviceKey().publicKey
         let daemon = self.state.liveDaemonStatus()
+        if self.args.flag("json"), let json = await self.pageStatusJSON(daemon) {
+            print(json)
+            return
+        }
         let roster = try self.state.currentRoster()
         let siblings = roster?.payload.devices.filter { $0.pk != pk.hex } ?? []
         if self.args.flag("json") {

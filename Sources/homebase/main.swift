@@ -11,7 +11,9 @@ let usage = """
     Usage: homebase [--state DIR] COMMAND
 
       init --relay URL [--ollama URL] [--name NAME]   create keys and state; prints the device public key
-      run                                             the daemon (SIGTERM stops it cleanly)
+      run [--ui HOST:PORT [--ui-token T] [--ui-host NAME,…]]
+                                                      the daemon (SIGTERM stops it cleanly); --ui serves
+                                                      the status page (loopback only unless --ui-token)
       id                                              print the device public key
       status [--json]                                 relay connection, runtime, models, siblings
       models [--json]                                 installed models (tag, capabilities, loaded)
@@ -26,7 +28,8 @@ let usage = """
                                                       (1-64, default 4) and queued beyond (0-1024, 16)
 
     State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
-    Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_LOG_LEVEL (default info).
+    Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_UI_TOKEN (--ui-token),
+    HOMEBASE_LOG_LEVEL (default info).
     """
 
 struct StderrSink: LogSink {
@@ -41,7 +44,8 @@ if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.conta
 
 await CLI.main(tool: "homebase") {
     let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires",
-                                                          "pin", "max-concurrent", "max-queued"],
+                                                          "pin", "max-concurrent", "max-queued", "ui", "ui-token",
+                                                          "ui-host"],
                              flagOptions: ["json"])
     let command = try args.positional(0, "command")
     let dir = StateDirectory(explicit: args.value("state"), tool: "homebase")
@@ -75,7 +79,7 @@ await CLI.main(tool: "homebase") {
     switch command {
     case "run": try await commands.run()
     case "id": print(try state.deviceKey().publicKey.hex)
-    case "status": try commands.status()
+    case "status": try await commands.status()
     case "models": try await commands.models()
     case "pull": try await commands.pull(try args.positional(1, "MODEL"))
     case "pair":

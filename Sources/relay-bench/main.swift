@@ -14,6 +14,7 @@ import Glibc
 //   relay-bench throughput --url URL [--pairs 4] [--seconds 3] [--payload 256] [--receipts] [--server-pid PID]
 //   relay-bench rtt        --url URL [--count 5000] [--payload 256] [--self]
 //   relay-bench idle       --url URL [--connections 10000] [--threads 8] --server-pid PID
+//   relay-bench paced      --url URL [--rate 20000] [--seconds 3] [--payload 256] [--protocol relay|mqtt] [--server-pid PID]
 //
 // With --server-pid the server's utime+stime (/proc/PID/stat) and VmRSS (/proc/PID/status) are read around the
 // measured window, so the CPU and memory figures cover exactly the frames or connections counted here.
@@ -24,6 +25,8 @@ let usage = """
       rtt:        --count N (5000) --payload BYTES (256) --self (send to oneself: one relayed leg per sample)
                   --spin (poll for the echo without sleeping: measures the relay, not the VM's wake-up)
       idle:       --connections N (10000) --threads T (8) --server-pid PID
+      paced:      --rate FRAMES_PER_S (20000) --seconds S (3) --payload BYTES (256) --server-pid PID
+                  --protocol relay|mqtt (relay; mqtt: MQTT 3.1.1 over WebSocket, e.g. mosquitto)
     """
 
 func fail(_ message: String) -> Never {
@@ -41,7 +44,7 @@ struct Config: Sendable {
     let serverPID: Int32?
 
     init(_ arguments: [String]) {
-        guard let mode = arguments.first, ["throughput", "rtt", "idle"].contains(mode) else { fail(usage) }
+        guard let mode = arguments.first, ["throughput", "rtt", "idle", "paced"].contains(mode) else { fail(usage) }
         var options: [String: String] = [:]
         var index = 1
         while index < arguments.count {
@@ -412,6 +415,7 @@ do {
     switch config.mode {
     case "throughput": try throughput(config)
     case "rtt": try rtt(config)
+    case "paced": try paced(config)
     default: try idle(config)
     }
 } catch {

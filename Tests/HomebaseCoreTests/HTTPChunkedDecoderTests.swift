@@ -47,6 +47,27 @@ import Testing
         }
     }
 
+    /// Found by fuzzing (Fixtures/fuzz/regressions/http-chunked): a size line at the limit whose CR ended a
+    /// read was refused as too long, though the LF after it makes a line the limit allows, as in one read.
+    @Test func aLineAtTheLimitWithItsCRAtTheEndOfARead() throws {
+        let body = Array("1;x\r\nA\r\n0\r\n\r\n".utf8)
+        for cut in 1..<body.count {
+            var decoder = HTTPChunkedDecoder(maxBodyBytes: 100, maxLineBytes: 3)
+            var data: [UInt8] = []
+            var ended = false
+            for piece in [body[..<cut], body[cut...]] {
+                decoder.append(piece)
+                while let event = try decoder.next() {
+                    if case .data(let d) = event { data += d } else { ended = true }
+                }
+            }
+            #expect(data == Array("A".utf8) && ended, "cut at \(cut)")
+        }
+        var decoder = HTTPChunkedDecoder(maxBodyBytes: 100, maxLineBytes: 3)
+        decoder.append(Array("1;xy".utf8))  // one past the limit and no CR: refused at once
+        #expect(throws: HTTPParseError.malformed("chunk line too long")) { try decoder.next() }
+    }
+
     @Test func bytesAfterTheEndStayBuffered() throws {
         var decoder = HTTPChunkedDecoder(maxBodyBytes: 100)
         decoder.append(Array("0\r\n\r\nGET".utf8))

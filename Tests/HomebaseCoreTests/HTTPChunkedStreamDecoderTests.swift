@@ -89,6 +89,20 @@ import Testing
         #expect(try self.decode([edge + Array("\r\nx\r\n0\r\n\r\n".utf8)], maxLineBytes: 64) == (Array("x".utf8), true))
     }
 
+    /// Found by fuzzing (Fixtures/fuzz/regressions/http-chunked-stream): a partial line one byte over the limit
+    /// was held whatever that byte was, where `HTTPChunkedDecoder` refuses it unless it is a CR (which the next
+    /// read's LF may make the line's CRLF); now both refuse it at once.
+    @Test func aPartialLineOnePastTheLimitIsACROrRefused() throws {
+        #expect(throws: HTTPParseError.malformed("chunk line too long")) {
+            try self.decode([Array("1;xy".utf8)], maxLineBytes: 3)
+        }
+        #expect(throws: HTTPParseError.malformed("chunk line too long")) {
+            try self.decode([Array("1;".utf8), Array("xy".utf8)], maxLineBytes: 3)
+        }
+        #expect(try self.decode([Array("1;x\r".utf8), Array("\nA\r\n0\r\n\r\n".utf8)], maxLineBytes: 3)
+                == (Array("A".utf8), true))
+    }
+
     @Test func aHugeChunkSizeStreamsWithoutBuffering() throws {
         // A size near the limit is data to pass on, not memory to reserve.
         var decoder = HTTPChunkedStreamDecoder()

@@ -122,6 +122,28 @@ import Testing
         #expect(throws: HTTPParseError.headTooLarge) { try parser.next() }
     }
 
+    /// Found by fuzzing (Fixtures/fuzz/regressions/http-request-head): the verdict must not depend on where a
+    /// read ends. A read ending in a CR was judged with that CR counted against the limit, before the next
+    /// byte could make it the CRLF that ends the head (which never counts) or a bare CR (400, not 431).
+    @Test func aReadEndingInACRIsJudgedAsOneReadWouldBe() throws {
+        let head = Array("GET / HTTP/1.1\r\nHost: h\r\n".utf8)
+        let limits = HTTPHeadLimits(maxHeadBytes: head.count)
+        var whole = HTTPRequestHeadParser(limits: limits)
+        whole.append(head + Array("\r\n".utf8))
+        #expect(try whole.next()?.path == "/")
+        var split = HTTPRequestHeadParser(limits: limits)
+        split.append(head + [13])
+        #expect(try split.next() == nil)
+        split.append([10])
+        #expect(try split.next()?.path == "/")
+
+        var bare = HTTPRequestHeadParser(limits: HTTPHeadLimits(maxHeadBytes: 1))
+        bare.append(Array("G\r".utf8))
+        #expect(try bare.next() == nil)
+        bare.append(Array("E".utf8))
+        #expect(throws: HTTPParseError.malformed("bare CR in head")) { try bare.next() }
+    }
+
     @Test func noLineEndingAtAllIsRefusedAt16KiBByDefault() {
         var parser = HTTPRequestHeadParser()
         parser.append([UInt8](repeating: UInt8(ascii: "G"), count: 16 * 1024))

@@ -46,6 +46,26 @@ import Testing
         #expect(!self.skipAll(String(repeating: "[", count: 100_000)))
     }
 
+    /// Found by fuzzing (Fixtures/fuzz/regressions/json-reader): invalid UTF-8 after an escape was reported by
+    /// `skip` at the string's start, by `JSONNode` at the start of its run after the escape; and in a string
+    /// the text ends inside, as the end by one and the bad UTF-8 by the other. The same error, exactly.
+    @Test func invalidUTF8AfterAnEscapeFailsAsInJSONNode() {
+        for bytes: [UInt8] in [[0x22, 0x5C, 0x6E, 0xFF, 0x22], [0x22, 0x5C, 0x6E, 0xFF], [0x22, 0x61, 0x5C, 0x74, 0x62, 0xC3]] {
+            bytes.withUnsafeBufferPointer { buffer in
+                var expected: JSONNode.ParseError?
+                do throws(JSONNode.ParseError) { _ = try JSONNode.parse(buffer) } catch { expected = error }
+                var got: JSONNode.ParseError?
+                do throws(JSONReader.ParseError) {
+                    try JSONReader.read(buffer) { (reader: inout JSONReader) throws(JSONReader.ParseError) in try reader.skip() }
+                } catch {
+                    got = error
+                }
+                #expect(expected?.reason == .invalidUnicode, "\(bytes)")
+                #expect(got == expected, "\(bytes)")
+            }
+        }
+    }
+
     /// Random byte soup from JSON's alphabet, and valid texts with one byte changed: the two agree on each.
     @Test func agreesWithJSONNodeOnRandomAndMutatedInput() {
         var generator = SystemRandomNumberGenerator()

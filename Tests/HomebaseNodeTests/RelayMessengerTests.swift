@@ -319,3 +319,38 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(outcome == .receipt(.stored))
     }
 }
+
+/// Replay records past the horizon are pruned on a timer while the messenger runs, not only at each login: a
+/// device connected for weeks keeps only records that can still stop a replay.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ReplayPruneTimerTests {
+    @Test func recordsPastTheHorizonArePrunedWithoutAReconnect() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let seen = try SeenMessageStore(database: try Database(path: ":memory:"))
+        let now = Mutex<UInt64>(30 * 24 * 3600 * 1000)  // day 30
+        let messenger = RelayMessenger(url: relay.url, key: .generate(), seen: seen, relation: { _ in .sibling },
+                                       logger: .discard(), wallClock: { now.withLock { $0 } },
+                                       replayPruneInterval: .milliseconds(50))
+        messenger.start()
+        defer { messenger.stop() }
+        #expect(await eventually { messenger.isConnected })
+        // Recorded after the login's prune: one inside the 7-day horizon, one that ages out of it below.
+        let day: UInt64 = 24 * 3600 * 1000
+        _ = try seen.insertIfNew(sender: SigningSecretKey.generate().publicKey, messageID: [1], sentAtMs: 29 * day)
+        _ = try seen.insertIfNew(sender: SigningSecretKey.generate().publicKey, messageID: [2], sentAtMs: 24 * day)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try seen.count() == 2)
+        now.withLock { $0 = 33 * day }  // the second is now 9 days old
+        #expect(await eventually { (try? seen.count()) == 1 })
+        #expect(messenger.isConnected)  // no reconnect was needed
+    }
+
+    private func eventually(_ condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}

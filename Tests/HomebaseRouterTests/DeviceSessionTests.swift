@@ -76,6 +76,21 @@ import Testing
         #expect(ContinuousClock.now - start < .seconds(2))
     }
 
+    /// Found by tools/soak: a grant that arrived as `guest status` ended had its id recorded as seen (and was
+    /// acknowledged) but was still queued for the router's consumer task when the process exited, so the guest
+    /// stayed pending for good. It is handled where it arrives, with the consumer already stopped here.
+    @Test func aGrantArrivingAsTheSessionStopsIsKept() throws {
+        let host = SigningSecretKey.generate()
+        let hostMessenger = self.hub.messenger(for: host.publicKey) { _ in .contact }
+        let me = self.session.publicKey
+        try self.session.joined.upsert(JoinedHomebase(host: host.publicKey, state: .pending, lastHeardMs: 0))
+        self.session.stop()
+        let grant = DeviceFixture.grant(host: host, guest: me, models: .only(["llama3.1:8b"]), issuedAt: wallMs())
+        hostMessenger.send(.contactGrant(grant), to: me, channel: .contact, store: true)
+        #expect(self.session.joined.record(for: host.publicKey)?.state == .joined)
+        #expect(self.session.joined.record(for: host.publicKey)?.models.map(\.tag) == ["llama3.1:8b"])
+    }
+
     @Test func aGrantArrivingThroughTheSessionJoinsAndShowsInStatus() async throws {
         let host = SigningSecretKey.generate()
         let hostMessenger = self.hub.messenger(for: host.publicKey) { _ in .contact }

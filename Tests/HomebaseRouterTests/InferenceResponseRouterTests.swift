@@ -19,9 +19,9 @@ import Testing
         host.send(.advertRequest, to: client.publicKey, channel: .syncDelta, store: false)
         host.send(.roster(SignedBlob(payload: [1], signature: [2])), to: client.publicKey, channel: .syncDelta,
                   store: false)
-        #expect(await eventually { seen.withLock { $0.count } == 2 })
+        // The two are handled inline, inside `send`; the answer goes through `inbound` to the consumer task.
         #expect(seen.withLock { $0 } == [MessageType.advertRequest, MessageType.roster])
-        #expect(responses.droppedFrames == 1)
+        #expect(await eventually { responses.droppedFrames == 1 })
     }
 
     @Test func answersOnTheWrongChannelAreDropped() async throws {

@@ -191,4 +191,68 @@ import Testing
         #expect(cancels.count == 2)
         #expect(weakTracked == nil)
     }
+
+    /// A messenger whose relay link paces (or not), recording chunk texts.
+    final class PacedRecorder: PeerMessenger {
+        let publicKey = testKey(1)
+        let inbound = AsyncStream<InboundMessage> { _ in }
+        let events = AsyncStream<MessengerEvent> { _ in }
+        var isConnected: Bool { true }
+        let paced = Mutex(false)
+        var isSendPaced: Bool { self.paced.withLock { $0 } }
+        let sent = Mutex<[Message]>([])
+        func send(_ message: Message, to peer: PublicKey, channel: Channel, store: Bool,
+                  onReceipt: (@Sendable (SendOutcome) -> Void)?) {
+            self.sent.withLock { $0.append(message) }
+        }
+        var chunkTexts: [String] {
+            self.sent.withLock { $0 }.compactMap { if case .inferChunk(let c) = $0 { c.text } else { nil } }
+        }
+    }
+
+    @Test func whileTheLinkPacesTextIsMergedIntoLaterChunksAndNothingIsLost() {
+        let messenger = PacedRecorder()
+        let now = Mutex<UInt64>(1_000)
+        var limits = InferenceLimits(coalesceDelayMs: 0)
+        limits.maxPacedHoldMs = 2_000
+        // A sleep that never returns: only reads and the end move the stream, so the test sees each decision.
+        let stream = InferenceStream(
+            id: "p1", peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: true,
+            clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } },
+                                sleep: { _ in try await Task.sleep(for: .seconds(3600)) }),
+            onEnd: { _ in }, onRequesterGone: {})
+        func read(_ text: String, at ms: UInt64) {
+            now.withLock { $0 = ms }
+            stream.events([.text(text)])
+        }
+        read("a", at: 1_000)
+        messenger.paced.withLock { $0 = true }
+        read("b", at: 1_030)  // held: the link waits for the relay's rate
+        read("c", at: 1_060)
+        #expect(messenger.chunkTexts == ["a"])
+        messenger.paced.withLock { $0 = false }
+        read("d", at: 1_090)  // the link caught up: the held text goes with this read's, as one chunk
+        #expect(messenger.chunkTexts == ["a", "bcd"])
+        // Held no longer than maxPacedHoldMs: then it goes anyway, queued behind the rest, so no stream starves.
+        messenger.paced.withLock { $0 = true }
+        read("e", at: 1_100)
+        read("f", at: 3_099)
+        #expect(messenger.chunkTexts == ["a", "bcd"])
+        read("g", at: 3_100)
+        #expect(messenger.chunkTexts == ["a", "bcd", "efg"])
+        // The end sends what is held at once, paced or not, before infer.done; seqs stay contiguous.
+        read("h", at: 3_130)
+        now.withLock { $0 = 3_160 }
+        stream.events([.text("i"), .finished(.stop, nil)])
+        #expect(messenger.chunkTexts == ["a", "bcd", "efg", "hi"])
+        let kinds = messenger.sent.withLock { $0 }.map(\.type)
+        #expect(kinds.last == "infer.done")
+        let seqs = messenger.sent.withLock { $0 }.compactMap { if case .inferChunk(let c) = $0 { c.seq } else { nil } }
+        #expect(seqs == [0, 1, 2, 3])
+        guard case .done(let answer, _)? = stream.stop() else {
+            Issue.record("the stream must have ended as done")
+            return
+        }
+        #expect(answer == "abcdefghi")
+    }
 }

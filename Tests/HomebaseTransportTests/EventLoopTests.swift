@@ -103,6 +103,31 @@ struct UncheckedBox<Value>: @unchecked Sendable {
         #expect(thread.stop())
     }
 
+    /// With a busy-poll the loop still sleeps once it has spun its budget: timers, `execute` and stop work as
+    /// without it, and an idle loop does not spin without end (its CPU stays far below one core).
+    @Test(.timeLimit(.minutes(1)))
+    func aBusyPollingLoopServesTimersAndWorkAndThenSleeps() throws {
+        let fired = Probe<[String]>([])
+        let thread = try LoopThread { loop in
+            loop.busyPollNs = 200_000
+            loop.scheduleTimer(after: .milliseconds(30)) { fired.update { $0.append("timer") } }
+        }
+        thread.loop.execute { fired.update { $0.append("work") } }
+        #expect(fired.wait { $0.count == 2 })
+        #expect(fired.value == ["work", "timer"])
+        // The loop thread's own CPU time, read on it: other tests running meanwhile do not count.
+        let threadCPUus: @Sendable (EventLoop) -> Double = { _ in
+            var ts = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+            return Double(ts.tv_sec) * 1e6 + Double(ts.tv_nsec) / 1e3
+        }
+        let before = thread.sync(threadCPUus)
+        usleep(300_000)  // idle: one spin of 0.2 ms, then epoll_wait blocks
+        let after = thread.sync(threadCPUus)
+        #expect(after - before < 150_000, "the idle loop used \(Int(after - before)) µs of CPU in 300 ms")
+        #expect(thread.stop())
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func timersWithEqualDeadlinesFireInSchedulingOrder() throws {
         let fired = Probe<[Int]>([])

@@ -131,6 +131,31 @@ struct CLISmokeTests {
         #expect(json?["pinned_models"] as? [String] == [])
     }
 
+    @Test("run --ui serves the status page and status --json reads it; a public --ui needs a token")
+    func statusPage() async throws {
+        let hb = self.directory + "/homebase-ui"
+        #expect(try self.run("homebase", ["--state", hb, "init", "--relay", "ws://127.0.0.1:10/v1/relay"]).status == 0)
+        let exposed = try self.run("homebase", ["--state", hb, "run", "--ui", "0.0.0.0:0"])
+        #expect(exposed.status == 64 && exposed.stderr.contains("--ui-token"), "\(exposed.stderr)")
+        let daemon = try Daemon("homebase", ["--state", hb, "run", "--ui", "127.0.0.1:0"], directory: self.directory,
+                                environment: self.environment)
+        let listening = await eventually(.seconds(10)) {
+            daemon.stderr.contains("Status page listening on http://127.0.0.1:")
+        }
+        #expect(listening, "no status page: \(daemon.stderr)")
+        // The page's JSON: the state database's keys and the page's own (streams, guests, chart).
+        var status: [String: Any]?
+        let served = await eventually(.seconds(10)) {
+            status = try? self.run("homebase", ["--state", hb, "status", "--json"]).json
+            return status?["streams"] != nil
+        }
+        #expect(served, "status --json never read the page: \(String(describing: status))")
+        #expect(status?["daemon_running"] as? Bool == true && status?["series"] != nil)
+        await daemon.stop()
+        let after = try self.run("homebase", ["--state", hb, "status", "--json"]).json
+        #expect(after?["daemon_running"] as? Bool == false && after?["streams"] == nil)
+    }
+
     @Test("init, run, pair, chat --json remotely, status --json, then SIGTERM and an offline fallback")
     func happyPath() async throws {
         let hb = self.directory + "/homebase"

@@ -40,10 +40,11 @@ final class IntegrationRelay: @unchecked Sendable {
     let dataDirectory: String
     private let finished = DispatchSemaphore(value: 0)
 
-    init(port: UInt16 = 0, dataDirectory: String? = nil) throws {
+    init(port: UInt16 = 0, dataDirectory: String? = nil, limits: RelayLimits = RelayLimits()) throws {
         let dir = dataDirectory ?? temporaryDirectory("relay")
         self.dataDirectory = dir
         var c = RelayConfiguration()
+        c.limits = limits
         c.listenHost = "127.0.0.1"
         c.listenPort = port
         c.dataDirectory = dir
@@ -274,9 +275,9 @@ struct IntegrationSystem {
     let handset: IntegrationHandset
 
     /// Starts everything and pairs the handset; `watchdogs` shortens the handset's ladder.
-    static func start(watchdogs: InferenceClientStateMachine.Watchdogs? = nil,
-                      tokensPerSecond: Double = 400) async throws -> IntegrationSystem {
-        let relay = try IntegrationRelay()
+    static func start(watchdogs: InferenceClientStateMachine.Watchdogs? = nil, tokensPerSecond: Double = 400,
+                      relayLimits: RelayLimits = RelayLimits()) async throws -> IntegrationSystem {
+        let relay = try IntegrationRelay(limits: relayLimits)
         let ollama = try IntegrationOllama(tokensPerSecond: tokensPerSecond)
         let homebase = try IntegrationHomebase(relayURL: relay.url, ollamaURL: ollama.url)
         let handset = try IntegrationHandset(relayURL: relay.url, watchdogs: watchdogs)
@@ -301,8 +302,10 @@ struct IntegrationSystem {
 extension IntegrationSystem {
     /// Starts a paired system, runs `body`, and stops everything whether `body` returned or threw.
     static func with<T>(watchdogs: InferenceClientStateMachine.Watchdogs? = nil, tokensPerSecond: Double = 400,
+                        relayLimits: RelayLimits = RelayLimits(),
                         _ body: (IntegrationSystem) async throws -> T) async throws -> T {
-        let system = try await Self.start(watchdogs: watchdogs, tokensPerSecond: tokensPerSecond)
+        let system = try await Self.start(watchdogs: watchdogs, tokensPerSecond: tokensPerSecond,
+                                          relayLimits: relayLimits)
         do {
             let value = try await body(system)
             await system.stop()

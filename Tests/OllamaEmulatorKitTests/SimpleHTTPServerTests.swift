@@ -52,6 +52,26 @@ import Testing
         }
     }
 
+    @Test func connectionsBeyondTheBoundAreAnswered503() async throws {
+        final class Flag: Sendable { let released = Mutex(false) }
+        let flag = Flag()
+        var configuration = SimpleHTTPServer.Configuration()
+        configuration.maxConnections = 1
+        let server = SimpleHTTPServer(configuration: configuration) { _, writer in
+            while !flag.released.withLock({ $0 }) { usleep(2_000) }
+            writer.respond(status: 200, body: "held")
+        }
+        let client = RawHTTPClient(port: try server.start(host: "127.0.0.1", port: 0))
+        defer { server.stop() }
+        let request = Array("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".utf8)
+        let first = Task.detached { try client.raw(request) }
+        while server.connectionCount < 1 { try await Task.sleep(for: .milliseconds(2)) }
+        let second = String(decoding: try client.raw(request), as: UTF8.self)
+        #expect(second.hasPrefix("HTTP/1.1 503 "))
+        flag.released.withLock { $0 = true }
+        #expect(String(decoding: try await first.value, as: UTF8.self).hasSuffix("held"))
+    }
+
     @Test func streamedResponseIsChunkedAndWriteFailsOnceClientLeaves() throws {
         let sawGone = Mutex(false)
         try self.withServer({ _, writer in

@@ -237,6 +237,33 @@ import Testing
         #expect(try second.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [4][...]))
     }
 
+    @Test func theUpgradeAnnouncesTheSendLimits() throws {
+        var limits = RelayLimits()
+        limits.sendFramesPerSecond = 50
+        limits.sendFramesBurst = 75
+        limits.sendBytesPerSecond = 1_000_000
+        limits.sendBytesBurst = 1_500_000.5
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let ws = try WebSocketClient.connect(relay.url, options: .init(subprotocol: RelayServer.subprotocol))
+        #expect(RelaySendLimits(announcedIn: ws.responseHeaders) == RelaySendLimits(limits))
+    }
+
+    @Test func aRateGivenAloneBringsItsBurstAndNonFiniteRatesAreRefused() throws {
+        var c = RelayConfiguration()
+        try c.apply(["send_frames_per_second": "50", "send_bytes_per_second": "1000"])
+        #expect(c.limits.sendFramesBurst == 100 && c.limits.sendBytesBurst == 2_000)
+        try c.apply(["send_frames_per_second": "50", "send_frames_burst": "7"])
+        #expect(c.limits.sendFramesBurst == 7)
+        try c.apply(["busy_poll_us": "50"])
+        #expect(c.busyPollMicroseconds == 50)
+        #expect(throws: RelayConfigurationError.self) { try c.apply(["busy_poll_us": "10001"]) }
+        #expect(throws: RelayConfigurationError.self) { try c.apply(["busy_poll_us": "-1"]) }
+        for bad in ["inf", "nan", "-1", "0", "1e999", "x"] {
+            #expect(throws: RelayConfigurationError.self) { try c.apply(["send_frames_per_second": bad]) }
+        }
+    }
+
     @Test func floodingSenderGetsReceipt5() throws {
         var limits = RelayLimits()
         limits.sendFramesPerSecond = 1
@@ -305,6 +332,7 @@ import Testing
         var limits = RelayLimits()
         limits.outboundQueueMaxBytes = 256 * 1024
         limits.outboundStallMs = 1_000
+        limits.closeFlushTimeoutMs = 500
         limits.pingIntervalMs = 600  // sweeps every 200 ms
         let relay = try TestRelay(limits: limits)
         defer { relay.stop() }
@@ -317,7 +345,7 @@ import Testing
             if try a.receipt().1 == .recipientOffline { offline = true }
         }
         #expect(offline)
-        // It reads nothing: after the stall time it is closed (4002), and then let go though its queue never moved.
+        // It reads nothing: after the stall time it is closed (4002), and let go when its close frame cannot go.
         let deadline = ContinuousClock.now + .seconds(10)
         while relay.server.connectionCounts().all > 1, ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.05)
@@ -391,6 +419,38 @@ import Testing
         #expect(ids == ids.sorted() && Set(ids).count == 64)
         let (_, metrics) = try relay.httpGet("/metrics")
         #expect(!metrics.contains("too_slow"))
+    }
+
+    /// Found by tools/soak: a reader closed 4002 that never reads again never takes its close frame, and the
+    /// relay held its socket and queue for good. It is dropped once the close-flush timeout has passed (after the
+    /// stall that closes it 4002: a full queue alone no longer does).
+    @Test func readerThatNeverReadsIsDroppedAfterTheCloseFlushTimeout() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        limits.outboundStallMs = 500
+        limits.closeFlushTimeoutMs = 300
+        limits.pingIntervalMs = 600  // the sweep runs every 200 ms
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let silent = try TestClient(relay)
+        let payload = [UInt8](repeating: 1, count: 60_000)
+        var offline = false
+        for i in 1...400 where !offline {
+            try a.send(UInt32(i), to: silent.pk, payload: payload)
+            if try a.receipt().1 == .recipientOffline { offline = true }
+        }
+        #expect(offline)
+        #expect(relay.server.connectionCounts().all == 2)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while relay.server.connectionCounts().all > 1, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 1)
+        let b = try TestClient(relay)
+        try a.send(1, to: b.pk)
+        #expect(try a.receipt() == (1, .delivered))
+        withExtendedLifetime(silent) {}
     }
 
     @Test func idleClientIsClosedAfterMissedPings() throws {

@@ -3,20 +3,24 @@ import HomebaseCore
 import HomebaseTransport
 
 /// The HTTP side of a device, injected into `DeviceSession`: the providers the router builds for Ollama,
-/// OpenAI, Anthropic and the device-model rung, the runtime verifier of test-before-persist, and the
-/// zero-token key check. The executables pass the live implementations; tests pass fakes.
+/// OpenAI, Anthropic and the device-model rung, the runtime verifier of test-before-persist, the
+/// zero-token key check, and the Hub the on-device models come from (`HF_ENDPOINT`, `HF_HOME`). The executables pass the live implementations; tests pass fakes.
 public struct DeviceHTTP: Sendable {
     public var makers: HTTPProviderMakers
     /// `nil` when this build has no HTTP runtime verifier (then `config endpoint verify` says so).
     public var verifier: (any RuntimeVerifier)?
     /// `nil` when this build cannot check keys.
     public var validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)?
+    /// The Hub (catalog, downloads) and the Hub cache of the on-device models.
+    public var hub: HubAccess
 
     public init(makers: HTTPProviderMakers, verifier: (any RuntimeVerifier)? = nil,
-                validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)? = nil) {
+                validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)? = nil,
+                hub: HubAccess = HubAccess(http: nil, cacheRoot: "/nonexistent/huggingface/hub")) {
         self.makers = makers
         self.verifier = verifier
         self.validateKey = validateKey
+        self.hub = hub
     }
 
     /// No HTTP at all: every HTTP provider fails at once with `error:http_unavailable`, so the router's
@@ -54,6 +58,7 @@ extension DeviceHTTP {
                 case .openai: await OpenAIProvider.validateKey(key, http: http, baseURL: openAI)
                 case .anthropic: await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
                 }
-            })
+            },
+            hub: .environment(environment, http: http))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseCuration
 import HomebaseNode
 import HomebaseStore
 import HomebaseTransport
@@ -45,6 +46,8 @@ public final class DeviceSession: Sendable {
     public let messenger: any PeerMessenger
     public let responses: InferenceResponseRouter
     public let router: LLMRouter
+    /// The on-device models: catalog, downloads, ready markers, the floor rules (seed 002).
+    public let models: OnDeviceModelStore
     public let clock: @Sendable () -> UInt64
     private let relay: RelayMessenger?
     private let counters = Mutex(Counters())
@@ -54,6 +57,7 @@ public final class DeviceSession: Sendable {
         var storedAnnounced = 0
         var otherHandled = 0
         var advertsStored = 0
+        var siblingDownloads: [Task<Void, Never>] = []
     }
 
     /// Opens an initialised state directory and builds the real relay messenger (not yet started).
@@ -96,8 +100,18 @@ public final class DeviceSession: Sendable {
         self.guest = GuestMemberships(store: self.joined, backend: backend(Namespace.guest),
                                       selfKey: identity.publicKey, clock: clock)
         self.responses = InferenceResponseRouter(messenger: messenger)
+        let models = OnDeviceModelStore(access: http.hub, device: backend(Namespace.device), settings: self.settings,
+                                        clock: clock)
+        self.models = models
+        // A device model on the Hub-cache runtime answers through the stand-in runtime, over the floor.
+        var makers = http.makers
+        let ollamaRung = makers.onDevice
+        makers.onDevice = { model in
+            guard let model, model.isHub else { return ollamaRung(model) }
+            return OnDeviceProvider(deviceModel: model, makeDeviceProvider: { HubModelProvider(id: $0.tag, store: models) })
+        }
         let factory = RelayInferenceProviderFactory(
-            responses: self.responses, http: http.makers, joined: self.joined, watchdogs: options.watchdogs,
+            responses: self.responses, http: makers, joined: self.joined, watchdogs: options.watchdogs,
             clock: clock, logger: logger)
         self.router = LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime,
                                 adverts: self.adverts, joined: self.joined, factory: factory, isHomebase: false,
@@ -153,11 +167,12 @@ public final class DeviceSession: Sendable {
         return true
     }
 
-    /// Stops the link (if it was started) and the response router.
+    /// Stops the link (if it was started), then the response router. The link's stop waits for its thread, so
+    /// every message it accepted has been handled (`InferenceResponseRouter.routeInline`) when this returns.
     public func stop() {
-        self.responses.stop()
         let started = self.counters.withLock { $0.started }
         if started { self.relay?.stop() }
+        self.responses.stop()
     }
 
     // MARK: Adverts
@@ -188,7 +203,9 @@ public final class DeviceSession: Sendable {
                 case .advert(let blob):
                     stored = self.account.receiveAdvert(blob, from: inbound.sender, into: self.adverts)
                 case .modelChoice(let choice):
-                    self.account.receiveModelChoice(choice, from: inbound.sender, settings: self.settings)
+                    if self.account.receiveModelChoice(choice, from: inbound.sender, settings: self.settings) {
+                        self.startSiblingDownload(choice.modelID)
+                    }
                 default:
                     break
                 }
@@ -203,6 +220,21 @@ public final class DeviceSession: Sendable {
             if stored { $0.advertsStored += 1 }
         }
     }
+
+    /// A sibling chose a Hub model this device knows, can run and lacks (and this device's runtime is the Hub
+    /// cache): download it here too, so the devices converge on the same brain. Until it is ready the floor answers.
+    func startSiblingDownload(_ id: String) {
+        guard self.settings.deviceModel?.isHub == true else { return }
+        let store = self.models
+        guard OnDeviceResolution.siblingShouldDownload(id, catalog: store.offlineCatalog(), custom: store.customRepos,
+                                                       states: store.machine())
+        else { return }
+        let task = Task { _ = try? await store.download(id) }
+        self.counters.withLock { $0.siblingDownloads.append(task) }
+    }
+
+    /// Downloads started because a sibling chose a model (`handset chat` waits for none of them).
+    public var siblingDownloads: [Task<Void, Never>] { self.counters.withLock { $0.siblingDownloads } }
 
     /// Polls `condition` every 10 ms until it holds or `timeout` passes.
     static func poll(_ timeout: Duration, _ condition: () -> Bool) async -> Bool {

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseCuration
 import HomebaseNode
 
 /// `handset chat`'s options.
@@ -15,6 +16,18 @@ public struct ChatInvocation: Sendable, Equatable {
     public init() {}
 }
 
+/// `handset models …` (seed 002).
+public enum ModelsCommand: Sendable, Equatable {
+    case catalog(json: Bool, refresh: Bool, all: Bool)
+    case download(id: String, json: Bool)
+    case cancel(id: String)
+    case delete(id: String)
+    case customAdd(id: String)
+    case customRemove(id: String)
+    case customList(json: Bool)
+    case state(json: Bool)
+}
+
 /// One parsed `handset` command line (system.md's contract).
 public enum HandsetCommand: Sendable, Equatable {
     case help
@@ -27,6 +40,10 @@ public enum HandsetCommand: Sendable, Equatable {
     case configModel(tag: String, host: ExternalHost)
     case configEndpointVerify(url: String)
     case configDeviceModel(url: String, tag: String)
+    /// `config device-model ID`: a downloaded Hub model on the Hub-cache runtime.
+    case configDeviceHubModel(id: String)
+    case configDeviceCapable(Bool)
+    case models(ModelsCommand)
     case keyAdd(CloudProvider, key: String)
     case keyList
     case keyRemove(CloudProvider, index: Int)
@@ -44,6 +61,17 @@ public enum HandsetCommand: Sendable, Equatable {
         CommandHelp("config model TAG [--host own|PUBKEY]", "Select the Ollama model (and whose Homebase)."),
         CommandHelp("config endpoint verify URL", "Verify a local Ollama (test-before-persist) and keep it."),
         CommandHelp("config device-model URL TAG", "Set the device model rung; syncs the choice to siblings."),
+        CommandHelp("config device-model ID", "Answer on-device from Hub model ID once downloaded; syncs the choice."),
+        CommandHelp("config device-capable yes|no", "Whether this device can run downloaded models."),
+        CommandHelp("models catalog [--json] [--refresh] [--all]",
+                    "The on-device model catalog (7-day cache; --all lists past the vision and tools gates)."),
+        CommandHelp("models download [--json] ID", "Download a model into the Hub cache (Ctrl-C cancels cleanly)."),
+        CommandHelp("models cancel ID", "Cancel a download running in another process."),
+        CommandHelp("models delete ID", "Delete a model's weights, marker and loaded copy."),
+        CommandHelp("models custom add ID", "Add a custom Hub repo (owner/name); it bypasses the gates."),
+        CommandHelp("models custom remove ID", "Remove a custom repo and its weights (the floor if it was active)."),
+        CommandHelp("models custom list [--json]", "List the custom repos and their states."),
+        CommandHelp("models state [--json]", "Every known model's download state and what answers on-device."),
         CommandHelp("key add openai|claude KEY", "Append a key to the provider's ring."),
         CommandHelp("key list", "List the key rings, masked."),
         CommandHelp("key remove openai|claude INDEX", "Remove the key at INDEX (0 is the active key)."),
@@ -68,6 +96,15 @@ public enum HandsetCommand: Sendable, Equatable {
         .init(["config", "model"], values: ["host"]),
         .init(["config", "endpoint", "verify"]),
         .init(["config", "device-model"]),
+        .init(["config", "device-capable"]),
+        .init(["models", "catalog"], flags: ["json", "refresh", "all"]),
+        .init(["models", "download"], flags: ["json"]),
+        .init(["models", "cancel"]),
+        .init(["models", "delete"]),
+        .init(["models", "custom", "add"]),
+        .init(["models", "custom", "remove"]),
+        .init(["models", "custom", "list"], flags: ["json"]),
+        .init(["models", "state"], flags: ["json"]),
         .init(["key", "add"]),
         .init(["key", "list"]),
         .init(["key", "remove"]),
@@ -126,8 +163,43 @@ public enum HandsetCommand: Sendable, Equatable {
             command = .configEndpointVerify(url: try DeviceCommandLine.httpURL(try a.positional(0, "endpoint URL")))
         case ["config", "device-model"]:
             try a.expectPositionals(atMost: 2)
-            let url = try DeviceCommandLine.httpURL(try a.positional(0, "device runtime URL"))
-            command = .configDeviceModel(url: url, tag: try a.positional(1, "model TAG"))
+            if a.positionals.count == 1 {
+                command = .configDeviceHubModel(id: try Self.repoID(try a.positional(0, "model ID")))
+            } else {
+                let url = try DeviceCommandLine.httpURL(try a.positional(0, "device runtime URL"))
+                command = .configDeviceModel(url: url, tag: try a.positional(1, "model TAG"))
+            }
+        case ["config", "device-capable"]:
+            try a.expectPositionals(atMost: 1)
+            switch try a.positional(0, "yes or no") {
+            case "yes", "true", "on": command = .configDeviceCapable(true)
+            case "no", "false", "off": command = .configDeviceCapable(false)
+            case let other: throw UsageError("device-capable takes yes or no, not '\(other)'")
+            }
+        case ["models", "catalog"]:
+            try a.expectPositionals(atMost: 0)
+            command = .models(.catalog(json: a.flag("json"), refresh: a.flag("refresh"), all: a.flag("all")))
+        case ["models", "download"]:
+            try a.expectPositionals(atMost: 1)
+            command = .models(.download(id: try Self.repoID(try a.positional(0, "model ID")), json: a.flag("json")))
+        case ["models", "cancel"]:
+            try a.expectPositionals(atMost: 1)
+            command = .models(.cancel(id: try Self.repoID(try a.positional(0, "model ID"))))
+        case ["models", "delete"]:
+            try a.expectPositionals(atMost: 1)
+            command = .models(.delete(id: try Self.repoID(try a.positional(0, "model ID"))))
+        case ["models", "custom", "add"]:
+            try a.expectPositionals(atMost: 1)
+            command = .models(.customAdd(id: try Self.repoID(try a.positional(0, "repo ID (owner/name)"))))
+        case ["models", "custom", "remove"]:
+            try a.expectPositionals(atMost: 1)
+            command = .models(.customRemove(id: try a.positional(0, "repo ID")))
+        case ["models", "custom", "list"]:
+            try a.expectPositionals(atMost: 0)
+            command = .models(.customList(json: a.flag("json")))
+        case ["models", "state"]:
+            try a.expectPositionals(atMost: 0)
+            command = .models(.state(json: a.flag("json")))
         case ["key", "add"]:
             try a.expectPositionals(atMost: 2)
             let provider = try DeviceCommandLine.cloud(try a.positional(0, "provider (openai or claude)"))
@@ -148,6 +220,12 @@ public enum HandsetCommand: Sendable, Equatable {
             command = .chat(try Self.chat(a, environment: environment))
         }
         return (state, command)
+    }
+
+    /// A Hub repo id, `owner/name` (shape only: whether it exists is the download's business).
+    static func repoID(_ text: String) throws(UsageError) -> String {
+        guard RepoID.isValid(text) else { throw UsageError("'\(text)' is not a Hub repo id (owner/name)") }
+        return text
     }
 
     /// `chat`'s options; the words after the options are the prompt (joined by spaces).

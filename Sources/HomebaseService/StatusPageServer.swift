@@ -1,0 +1,188 @@
+import Foundation
+import HomebaseCore
+import HomebaseCrypto
+import HomebaseTransport
+import Synchronization
+
+/// The HTTP shell of the local status page (`homebase run --ui`): the project's `SimpleHTTPServer`, with every
+/// decision left to `StatusPageGate` (routes, Host, token, CSRF, sizes), the data to `StatusCollector`, and the
+/// page itself to the assets embedded in the binary (`StatusPageAssets`). It only moves bytes.
+///
+/// Live updates are Server-Sent Events: each client of `/api/events` gets the report once a second, from one
+/// shared encoding at most a second old. At most `maxEventClients` at once (more get 503), and at most
+/// `maxConnections` connections in all (a connection costs a thread).
+public final class StatusPageServer: Sendable {
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: UInt16
+        /// `--ui-token`: required on every request when set.
+        public var accessToken: String?
+        /// Host names accepted besides the loopback ones (`--ui-host`), for a page served under a name.
+        public var allowedHosts: [String]
+        public var maxEventClients = 8
+        public var maxConnections = 32
+        /// Between two reports on `/api/events`.
+        public var eventIntervalMs: Int32 = 1_000
+
+        public init(host: String, port: UInt16, accessToken: String? = nil, allowedHosts: [String] = []) {
+            self.host = host
+            self.port = port
+            self.accessToken = accessToken
+            self.allowedHosts = allowedHosts
+        }
+    }
+
+    private struct Shared {
+        var eventClients = 0
+        /// The last report's JSON and when it was encoded (monotonic ms), shared by the event streams.
+        var latest: (json: [UInt8], atMs: UInt64)?
+    }
+
+    public let gate: StatusPageGate
+    private let collector: StatusCollector
+    private let configuration: Configuration
+    private let logger: Logger
+    private let shared = Mutex(Shared())
+    private let server = Mutex<SimpleHTTPServer?>(nil)
+
+    /// - Parameter csrfToken: this daemon's token (random by default: 32 bytes from the system's CSPRNG).
+    public init(collector: StatusCollector, configuration: Configuration, csrfToken: String? = nil,
+                logger: Logger = .discard()) {
+        self.collector = collector
+        self.configuration = configuration
+        self.logger = logger
+        self.gate = StatusPageGate(StatusPageGate.Configuration(
+            allowedHosts: configuration.allowedHosts + [configuration.host], accessToken: configuration.accessToken,
+            csrfToken: csrfToken ?? SecureRandom.bytes(32).map { String(format: "%02x", $0) }.joined()))
+    }
+
+    /// Binds and serves; returns the bound port.
+    @discardableResult
+    public func start() throws -> UInt16 {
+        var http = SimpleHTTPServer.Configuration()
+        http.headLimits = HTTPHeadLimits(maxHeadBytes: 8 * 1024, maxHeaderCount: 50)
+        http.maxBodyBytes = self.gate.configuration.maxBodyBytes
+        http.idleTimeoutMs = 60_000
+        http.backlog = 64
+        http.maxConnections = self.configuration.maxConnections
+        let server = SimpleHTTPServer(configuration: http) { [self] request, writer in
+            self.handle(request, writer)
+        }
+        let port = try server.start(host: self.configuration.host, port: self.configuration.port)
+        self.server.withLock { $0 = server }
+        return port
+    }
+
+    /// Closes the listener and every connection (event streams end).
+    public func stop() {
+        self.server.withLock { $0 }?.stop()
+    }
+
+    func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {
+        switch self.gate.decide(request.head, bodyBytes: request.body.count) {
+        case .refuse(let status, let reason):
+            self.logger.debug("status page refused a request",
+                              metadata: ["status": "\(status)", "reason": reason, "path": request.path])
+            self.respond(writer, status, type: "text/plain; charset=utf-8", Array((reason + "\n").utf8))
+        case .login:
+            let token = self.gate.configuration.accessToken ?? ""
+            writer.respond(status: 303, headers: Self.securityHeaders + [
+                ("Location", "/"),
+                ("Set-Cookie", "\(StatusPageGate.cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"),
+            ])
+        case .serve(.page):
+            let page = StatusPageAssets.indexHTML.replacingOccurrences(
+                of: StatusPageAssets.csrfPlaceholder, with: self.gate.configuration.csrfToken)
+            self.respond(writer, 200, type: "text/html; charset=utf-8", Array(page.utf8))
+        case .serve(.asset(let path)):
+            let (type, text) = path == "/app.css"
+                ? ("text/css; charset=utf-8", StatusPageAssets.appCSS)
+                : ("text/javascript; charset=utf-8", StatusPageAssets.appJS)
+            self.respond(writer, 200, type: type, Array(text.utf8))
+        case .serve(.status):
+            guard let json = self.latestJSON(maxAgeMs: 0) else {
+                return self.respond(writer, 503, type: "text/plain; charset=utf-8", Array("status unavailable\n".utf8))
+            }
+            self.respond(writer, 200, type: "application/json", json)
+        case .serve(.events):
+            self.streamEvents(writer)
+        case .serve(.action(let action)):
+            self.perform(action, body: request.body, writer)
+        }
+    }
+
+    private func perform(_ action: StatusPageGate.Action, body: [UInt8], _ writer: HTTPResponseWriter) {
+        let (status, object): (Int, [String: Any])
+        do {
+            let command = try StatusPageCommand.parse(action, body: body)
+            let message = try self.collector.perform(command)
+            self.logger.info("status page action", metadata: ["action": action.rawValue])
+            // The next event carries the change at once, not up to a second later.
+            self.shared.withLock { $0.latest = nil }
+            (status, object) = (200, ["ok": true, "message": message])
+        } catch let invalid as StatusPageCommand.Invalid {
+            (status, object) = (400, ["ok": false, "message": invalid.description])
+        } catch {
+            (status, object) = (409, ["ok": false, "message": "\(error)"])
+        }
+        let json = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        self.respond(writer, status, type: "application/json", Array(json))
+    }
+
+    /// Sends the report every `eventIntervalMs` until the client leaves or the server stops.
+    private func streamEvents(_ writer: HTTPResponseWriter) {
+        let admitted = self.shared.withLock { s -> Bool in
+            guard s.eventClients < self.configuration.maxEventClients else { return false }
+            s.eventClients += 1
+            return true
+        }
+        guard admitted else {
+            return self.respond(writer, 503, type: "text/plain; charset=utf-8", Array("too many live pages\n".utf8))
+        }
+        defer { self.shared.withLock { $0.eventClients -= 1 } }
+        guard writer.startStream(status: 200, headers: Self.securityHeaders + [
+            ("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+        ]) else { return }
+        // The browser reconnects after this long if the stream breaks.
+        guard writer.writeChunk(Array("retry: 2000\n\n".utf8)) else { return }
+        while true {
+            if let json = self.latestJSON(maxAgeMs: UInt64(self.configuration.eventIntervalMs) * 9 / 10) {
+                guard writer.writeChunk(Array("event: status\ndata: ".utf8) + json + Array("\n\n".utf8)) else { return }
+            }
+            if writer.waitForDisconnect(timeoutMs: Int(self.configuration.eventIntervalMs)) { return }
+        }
+    }
+
+    /// The report's JSON, re-encoded when the shared one is older than `maxAgeMs`; nil if it cannot be built.
+    private func latestJSON(maxAgeMs: UInt64) -> [UInt8]? {
+        let now = Posix.monotonicMs
+        if let latest = self.shared.withLock({ $0.latest }), now &- latest.atMs <= maxAgeMs, maxAgeMs > 0 {
+            return latest.json
+        }
+        do {
+            let json = try self.collector.report().json()
+            self.shared.withLock { $0.latest = (json, now) }
+            return json
+        } catch {
+            self.logger.warning("cannot build the status report", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    private func respond(_ writer: HTTPResponseWriter, _ status: Int, type: String, _ body: [UInt8]) {
+        writer.respond(status: status, headers: Self.securityHeaders + [
+            ("Content-Type", type), ("Cache-Control", "no-store"),
+        ], body: body)
+    }
+
+    /// Nothing from elsewhere (the page works offline and loads no third party), no framing by another site,
+    /// no sniffing, no referrer.
+    static let securityHeaders: [(String, String)] = [
+        ("Content-Security-Policy",
+         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+}

@@ -1,0 +1,43 @@
+import Foundation
+import HomebaseCore
+import Testing
+@testable import RelayService
+
+/// The relay's configuration files (config, tokens, allowlist) and flags.
+@Suite struct RelayConfigurationTests {
+    /// A file in a fresh temporary directory.
+    func file(_ text: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("file").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Found while fuzzing the config parser (Fixtures/fuzz/regressions/relay-config): lines were split at
+    /// `"\n"`, which to a `String` is not the CRLF of a file saved on Windows (one `Character`), so such a file
+    /// was one line, its first value the rest of the file; and a vertical tab stayed inside a value.
+    @Test func filesWithCRLFOrOtherLineBreaksAreReadLineByLine() throws {
+        let config = try self.file("# relay\r\nlisten = 127.0.0.1:9000\r\ndata = /srv/relay\r\n\u{0B}log_level = debug\r\n")
+        let c = try RelayConfiguration.resolve(arguments: ["--config", config], environment: [:])
+        #expect(c.listenHost == "127.0.0.1" && c.listenPort == 9000)
+        #expect(c.dataDirectory == "/srv/relay")
+        #expect(c.logLevel == .debug)
+
+        let tokens = try self.file("tok-1\r\ntok-2 # second\r\n")
+        let allowlist = try self.file(String(repeating: "ab", count: 32) + "\r\n")
+        let admission = try Admission.load(tokenFile: tokens, allowlistFile: allowlist)
+        #expect(admission.tokens == ["tok-1", "tok-2"])
+        #expect(admission.allowedKeys == [PublicKey(hex: String(repeating: "ab", count: 32))!])
+    }
+
+    @Test func flagsOverrideTheEnvironmentWhichOverridesTheFile() throws {
+        let config = try self.file("max_payload_bytes = 1000\nmailbox_max_frames = 10\nping_interval_ms = 1000\n")
+        let c = try RelayConfiguration.resolve(
+            arguments: ["--config", config, "--max-payload-bytes", "3000"],
+            environment: ["RELAY_MAX_PAYLOAD_BYTES": "2000", "RELAY_MAILBOX_MAX_FRAMES": "20"])
+        #expect(c.limits.maxPayloadBytes == 3000)
+        #expect(c.limits.mailboxMaxFrames == 20)
+        #expect(c.limits.pingIntervalMs == 1000)
+    }
+}
