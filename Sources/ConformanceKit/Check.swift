@@ -3,6 +3,8 @@ import Foundation
 /// What one check concluded.
 public enum CheckOutcome: Equatable, Sendable {
     case pass
+    /// A pass with what was measured (the hostile checks' figures), printed after the name.
+    case passed(String)
     /// The implementation under test broke a rule; the reason is one line.
     case fail(String)
     /// The check could not be run meaningfully (a documented precondition is missing); not a failure.
@@ -25,22 +27,23 @@ public struct CheckResult: Equatable, Sendable, Codable {
     public var name: String
     /// `pass`, `fail` or `skip`.
     public var status: String
-    /// Why it failed or was skipped; empty on a pass.
+    /// Why it failed or was skipped; on a pass, the figures measured (often empty).
     public var reason: String
 
     public init(name: String, outcome: CheckOutcome) {
         self.name = name
         switch outcome {
         case .pass: (self.status, self.reason) = ("pass", "")
+        case .passed(let figures): (self.status, self.reason) = ("pass", Self.oneLine(figures))
         case .fail(let r): (self.status, self.reason) = ("fail", Self.oneLine(r))
         case .skip(let r): (self.status, self.reason) = ("skip", Self.oneLine(r))
         }
     }
 
-    /// `PASS name`, `FAIL name: reason` or `SKIP name: reason`.
+    /// `PASS name` (`PASS name: figures`), `FAIL name: reason` or `SKIP name: reason`.
     public var line: String {
         switch self.status {
-        case "pass": "PASS \(self.name)"
+        case "pass": self.reason.isEmpty ? "PASS \(self.name)" : "PASS \(self.name): \(self.reason)"
         case "fail": "FAIL \(self.name): \(self.reason)"
         default: "SKIP \(self.name): \(self.reason)"
         }

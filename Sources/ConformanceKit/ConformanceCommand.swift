@@ -8,13 +8,29 @@ public enum ConformanceCommand {
                conformance relay URL [--http BASE] [--token T] [--restart CMD] [--json]
                                      [--auth-deadline-ms MS] [--mailbox-frames N] [--rate-burst N]
                                      [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
+               conformance relay URL --hostile [--http BASE] [--pid PID] [--token T] [--auth-deadline-ms MS]
+                                     [--connections N] [--max-pending-auth N] [--slowloris N] [--random N]
+                                     [--flooders N] [--flood-seconds S] [--endless-head-mib N] [--hard-limit BYTES]
+                                     [--p99-ms MS] [--store-p99-ms MS] [--memory-budget-mib N] [--only NAME,...]
+                                     [--json]
                conformance homebase PUBKEY --relay URL [--state DIR] [--wait-grant SECONDS] [--model TAG]
                                      [--revoke-cmd CMD] [--token T] [--name NAME] [--ca-file PEM] [--insecure]
                                      [--v1-only] [--json]
+               conformance homebase PUBKEY --relay URL --hostile [--state DIR] [--wait-grant SECONDS] [--pid PID]
+                                     [--token T] [--copies N] [--fresh-keys N] [--request-flood N] [--p99-ms MS]
+                                     [--host-p99-ms MS] [--memory-budget-mib N] [--only NAME,...] [--json]
 
         Each check prints `PASS name`, `FAIL name: reason` or `SKIP name: reason`; the last line is
         `N passed, N failed` (and `, N skipped`). Exit code 0 only when nothing failed. --json prints a JSON
         report instead. `relay` checks use fresh random keys; auth-late waits the auth deadline + 2 s (12 s).
+
+        `relay --hostile` attacks the relay instead (plain ws:// only): 10,000 half-open connections (TCP only, and
+        upgrades without AUTH: at most --max-pending-auth get 101, the rest 503), slowloris heads and AUTH frames,
+        endless heads, random bytes after AUTH, maximal and oversized frames, floods of maximal and empty frames,
+        a flood of STOREs acknowledged at once. During each attack a second client times its round trip to itself
+        (p99 must stay under --p99-ms, default 10), a third its STOREs' RECEIPT 1 (under --store-p99-ms, default
+        250), and the relay's memory and CPU are followed (/proc/PID with --pid, else /metrics with --http).
+        It needs descriptors for --connections and raises its own soft limit to the hard one.
 
         `homebase` acts as a guest of the Homebase PUBKEY: it prints its key on stderr, sends contact.join and
         waits (default 120 s) for `homebase grant <key>`; then checks grant and advert signatures, advert.request,
@@ -23,6 +39,13 @@ public enum ConformanceCommand {
         --state DIR keeps the guest key in DIR/guest.key (0600), so a grant survives reruns.
         The guest speaks envelope v2 (a Noise session for inference) when the host advertises it; --v1-only makes
         it a v1-only peer, to check that the host still serves one.
+
+        `homebase --hostile` joins as a guest the same way, then attacks the Homebase (plain ws:// relay only):
+        deep and huge JSON sealed by a stranger and by the granted guest, every message type from strangers,
+        forged envelopes, a pending guest's request flood, pair.request and contact.join floods from --fresh-keys
+        fresh keys. Meanwhile the relay round trip (p99 under --p99-ms) and the guest's advert.request round trip
+        (p99 under --host-p99-ms, default 50) are timed, and with --pid the Homebase's memory is followed. Strangers'
+        joins leave pending guests; each sends contact.leave afterwards, which removes them.
         """
 
     /// Runs `arguments` (without the program name). `output` receives every printed line.
@@ -52,14 +75,22 @@ public enum ConformanceCommand {
                 output(Self.usage)
                 return 2
             }
-            await runner.run(RelayChecks.checks(options))
+            if options.hostile != nil {
+                await HostileRelayChecks.run(options, into: runner)
+            } else {
+                await runner.run(RelayChecks.checks(options))
+            }
         case "homebase":
             guard var options = Self.homebaseOptions(args) else {
                 output(Self.usage)
                 return 2
             }
             options.notice = notice
-            await HomebaseChecks.run(options, into: runner)
+            if options.hostile != nil {
+                await HostileHomebaseChecks.run(options, into: runner)
+            } else {
+                await HomebaseChecks.run(options, into: runner)
+            }
         default:
             output(Self.usage)
             return 2
@@ -72,12 +103,20 @@ public enum ConformanceCommand {
         var rest = args[...]
         guard let url = rest.popFirst(), !url.hasPrefix("--") else { return nil }
         var o = RelayCheckOptions(url: url)
+        var h = HostileOptions()
+        var hostile = false
         while let flag = rest.popFirst() {
             switch flag {
             case "--expect-rate-limit": o.expectRateLimit = true
             case "--insecure": o.insecureSkipVerify = true
+            case "--hostile": hostile = true
             default:
                 guard let value = rest.popFirst() else { return nil }
+                if flag == "--only" {
+                    h.only = Set(value.split(separator: ",").map(String.init))
+                    continue
+                }
+                if Self.hostileOption(flag, value, &h) { continue }
                 switch flag {
                 case "--http": o.httpBase = value
                 case "--token": o.token = value
@@ -99,7 +138,34 @@ public enum ConformanceCommand {
                 }
             }
         }
+        if hostile { o.hostile = h }
         return o
+    }
+
+    /// Applies one `--hostile` sizing flag; false when `flag` is not one (or its value is invalid, which the
+    /// caller then reports as an unknown flag).
+    static func hostileOption(_ flag: String, _ value: String, _ h: inout HostileOptions) -> Bool {
+        guard let n = Int(value), n > 0 else { return false }
+        switch flag {
+        case "--connections": h.connections = n
+        case "--max-pending-auth": h.maxPendingAuth = n
+        case "--slowloris": h.slowlorisConnections = n
+        case "--random": h.randomConnections = n
+        case "--flooders": h.flooders = n
+        case "--flood-seconds": h.floodDuration = .seconds(n)
+        case "--endless-head-mib": h.endlessHeadBytes = n << 20
+        case "--hard-limit": h.hardLimit = n
+        case "--p99-ms": h.p99Limit = .milliseconds(n)
+        case "--memory-budget-mib": h.memoryBudget = n << 20
+        case "--pid": h.pid = Int32(n)
+        case "--copies": h.copies = n
+        case "--fresh-keys": h.freshKeys = n
+        case "--request-flood": h.requestFlood = n
+        case "--host-p99-ms": h.hostP99Limit = .milliseconds(n)
+        case "--store-p99-ms": h.storeP99Limit = .milliseconds(n)
+        default: return false
+        }
+        return true
     }
 
     static func homebaseOptions(_ args: [String]) -> HomebaseCheckOptions? {
@@ -107,6 +173,8 @@ public enum ConformanceCommand {
         guard let hex = rest.popFirst(), let host = PublicKey(hex: hex) else { return nil }
         var relay: String?
         var o = HomebaseCheckOptions(host: host, relayURL: "")
+        var h = HostileOptions()
+        var hostile = false
         while let flag = rest.popFirst() {
             if flag == "--insecure" {
                 o.insecureSkipVerify = true
@@ -116,7 +184,16 @@ public enum ConformanceCommand {
                 o.speaksV2 = false
                 continue
             }
+            if flag == "--hostile" {
+                hostile = true
+                continue
+            }
             guard let value = rest.popFirst() else { return nil }
+            if flag == "--only" {
+                h.only = Set(value.split(separator: ",").map(String.init))
+                continue
+            }
+            if Self.hostileOption(flag, value, &h) { continue }
             switch flag {
             case "--relay": relay = value
             case "--state": o.stateDirectory = value
@@ -133,6 +210,7 @@ public enum ConformanceCommand {
         }
         guard let relay else { return nil }
         o.relayURL = relay
+        if hostile { o.hostile = h }
         return o
     }
 }

@@ -32,6 +32,8 @@ public struct HomebaseCheckOptions: Sendable {
     /// Whether the guest speaks protocol v2 (`--v1-only` clears it): a v2 guest uses a session for inference
     /// when the host advertises v2; a v1-only guest checks that the host still serves v1 peers.
     public var speaksV2 = true
+    /// Set: run the hostile suite (`HostileHomebaseChecks`) instead of the protocol checks.
+    public var hostile: HostileOptions?
 
     public init(host: PublicKey, relayURL: String) {
         self.host = host

@@ -25,6 +25,8 @@ public struct RelayCheckOptions: Sendable {
     public var durabilityFrames = 20
     public var caFile: String?
     public var insecureSkipVerify = false
+    /// Set: run the hostile suite (`HostileRelayChecks`) instead of the protocol checks.
+    public var hostile: HostileOptions?
 
     public init(url: String) { self.url = url }
 }

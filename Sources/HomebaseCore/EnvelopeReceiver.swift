@@ -8,6 +8,13 @@ public struct EnvelopeReceiver: Sendable {
     /// How far ahead of our clock a `sent_at` may be (clock skew between devices).
     public static let maxFutureSkewMs: UInt64 = 5 * 60 * 1000
 
+    /// Largest envelope a device opens from a stranger (neither sibling nor contact). The only messages a
+    /// stranger may send, `pair.request` and `contact.join`, are a few hundred bytes; a larger envelope from one
+    /// is dropped as `not_entitled` before it is decrypted or parsed, so a stranger cannot make a device open
+    /// and parse 256 KiB of JSON per frame (issue 23: a stranger's huge JSON held a Homebase's inbound messages
+    /// up for 200 ms). A device's own choice, checked before the rules of envelope.md §5 (`RelayMessenger`).
+    public static let maxStrangerEnvelopeBytes = 4096
+
     public let selfKey: PublicKey
     /// Envelopes older than this are dropped; equals the relay's stored-frame lifetime, so anything a relay may
     /// still deliver is accepted, and the seen-id set only has to remember this far back.

@@ -5,7 +5,9 @@
 /// judged once, where it stands in the head, so the verdict never depends on where a read ended: a CR is
 /// judged with the byte after it (a bare CR is malformed, a CRLF's LF counts against the limit, and the
 /// blank line that ends a head never does). Waiting for more, the scanner holds at most `maxHeadBytes + 1`
-/// bytes (the last one a CR).
+/// bytes (the last one a CR). Blank lines skipped before a start line count toward the limit too: a peer
+/// sending nothing but CRLF forever is refused like any other endless head (they used to be skipped for free,
+/// and the buffer grew with every one).
 ///
 /// Line endings: CRLF, and also a bare LF, which RFC 9112 §2.2 allows a recipient to accept (h11, node.js and
 /// nginx do). A bare CR not followed by LF is refused: that is the smuggling vector the RFC warns about.
@@ -18,6 +20,8 @@ struct HTTPHeadScanner: Sendable {
     private var scanIndex = 0
     private var lineStart = 0
     private var lines: [Range<Int>] = []
+    /// Bytes of blank lines skipped before the current head's start line (they count toward `maxHeadBytes`).
+    private var skippedBlankBytes = 0
     /// Set once an error was thrown; every later call throws it again.
     private var failure: HTTPParseError?
 
@@ -75,7 +79,7 @@ struct HTTPHeadScanner: Sendable {
                 continue
             }
             guard byte == UInt8(ascii: "\n") else {
-                if i + 1 - self.start > self.limits.maxHeadBytes { throw .headTooLarge }
+                if i + 1 - self.start + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
                 continue
             }
             var end = i
@@ -84,19 +88,23 @@ struct HTTPHeadScanner: Sendable {
             self.lineStart = i + 1
             if line.isEmpty {
                 if self.lines.isEmpty {
-                    // RFC 9112 §2.2: ignore blank lines before the start line (left over from a previous body).
+                    // RFC 9112 §2.2: ignore blank lines before the start line (left over from a previous body);
+                    // they count toward the head's limit.
+                    self.skippedBlankBytes += self.lineStart - self.start
+                    if self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
                     self.start = self.lineStart
                     continue
                 }
                 let head = self.lines.map { self.buffer[$0] }
                 self.lines.removeAll(keepingCapacity: true)
+                self.skippedBlankBytes = 0
                 self.start = self.lineStart
                 self.scanIndex = self.start
                 return head
             }
             self.lines.append(line)
             if self.lines.count - 1 > self.limits.maxHeaderCount { throw .tooManyHeaders }
-            if i + 1 - self.start > self.limits.maxHeadBytes { throw .headTooLarge }
+            if i + 1 - self.start + self.skippedBlankBytes > self.limits.maxHeadBytes { throw .headTooLarge }
         }
         // Every byte before `scanIndex` has passed the limit; a CR at the end waits for the next read. (Judging
         // the bytes held, that CR included, refused a head whose blank line's CR ended a read at the limit,

@@ -29,9 +29,17 @@ public struct RelayLimits: Sendable, Equatable {
     /// SEND payload bytes per second per connection and the burst. Over either bucket: RECEIPT status 5.
     public var sendBytesPerSecond: Double = 16 * 1024 * 1024
     public var sendBytesBurst: Double = 32 * 1024 * 1024
-    /// Bytes queued for a connection that the kernel has not taken. A reader that falls this far behind is
-    /// closed 4002, never buffered without bound. Two maximal frames fit, so one big DELIVER never trips it.
+    /// A connection is read at most this many times as fast as its SEND limits allow (frames and bytes, rate and
+    /// burst); beyond, the relay stops reading it for a while (`InboundPacer`).
+    public static let inboundPaceFactor = 2.0
+    /// Bytes queued for a connection that the kernel has not taken. Past it, live frames for the connection are
+    /// dropped (the sender gets RECEIPT 2) and stored ones wait in the mailbox until it drains, so it is never
+    /// buffered without bound. Two maximal frames fit, so one big DELIVER never trips it.
     public var outboundQueueMaxBytes = 1024 * 1024
+    /// A connection with output queued that the kernel has taken none of for this long has stopped reading: it is
+    /// closed 4002. A slow reader (one that takes bytes, however few) is not: closing a reader whose queue a burst
+    /// had filled let any sender knock any device off the relay with a few megabytes (issue 23).
+    public var outboundStallMs: UInt64 = 10_000
     /// How long a connection being closed (4002, 1008, an idle timeout, an HTTP answer) may take to send what
     /// is queued, its close frame last. A peer that does not read by then is dropped without it: otherwise a
     /// reader closed for being too slow that never reads again would hold its socket and queue forever.

@@ -592,6 +592,10 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The rules before the replay check (`EnvelopeReceiver.open`); nil (counted as a drop) when one fails.
     private func check(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) -> InboundMessage? {
+        if payload.count > EnvelopeReceiver.maxStrangerEnvelopeBytes, self.relation(relaySender) == .stranger {
+            self.drop(.notEntitled, from: relaySender)
+            return nil
+        }
         switch self.receiver.open(payload, deliveredBy: relaySender, nowMs: self.wallClock(),
                                   key: { self.e2eKey(for: $0) }, relation: { self.relation($0) }) {
         case .failure(let error):

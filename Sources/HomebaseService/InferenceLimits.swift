@@ -18,6 +18,12 @@ public struct InferenceLimits: Sendable, Equatable {
     /// `(sender, id)` pairs remembered for the at-most-once rule. Older ones are forgotten; by then the
     /// envelope replay rule is what stops a replayed request.
     public var rememberedIDs: Int
+    /// Refusals (an `infer.error` instead of an accept) one sender gets a minute, and at once. Past them its
+    /// requests are dropped unanswered until the allowance refills: a peer flooding requests it knows will be
+    /// refused (a pending guest's `not_granted`, a guest past its limits' `busy`) cannot make the host answer
+    /// each one, which cost a frame of the host's own relay budget per request (issue 23), a registry read and
+    /// a log line. A client whose request gets no answer falls back at its 10 s accept watchdog.
+    public var refusalsPerMinute = 30
     /// Coalescing: at most one chunk per `coalesceDelayMs` or per `coalesceMaxBytes` of text.
     public var coalesceDelayMs: UInt64
     public var coalesceMaxBytes: Int

@@ -231,6 +231,9 @@ extension InferenceServer {
         var nextToken: UInt64 = 0
         var remembered: Set<Key> = []
         var rememberedOrder: [Key] = []
+        /// Each sender's allowance of refusals (`InferenceLimits.refusalsPerMinute`). Senders are peers the
+        /// messenger let through (siblings, known guests); buckets that refilled are dropped when it grows.
+        var refusals: [PublicKey: TokenBucket] = [:]
         var rememberedHead = 0
         /// `stopAll()` ran: no request is admitted any more.
         var stopped = false
@@ -274,55 +277,60 @@ extension InferenceServer {
             let key = Key(sender: sender, id: request.id)
             // At most once per (sender, id): in flight or already answered, a second one is dropped.
             if self.jobs[key] != nil || self.remembered.contains(key) { return }
+            // A sender that used up its refusals is not even looked at: no registry read, no log line, no answer.
+            guard self.mayRefuse(sender) else {
+                self.remember(key)
+                return
+            }
 
             switch self.authorizer.authorize(sender: sender, channel: channel, model: request.model) {
             case .ignore: return
             case .deny(let code):
                 self.remember(key)
-                self.sendError(code, code == .notGranted ? "not granted" : "not allowed", id: request.id,
-                               model: request.model, to: sender, channel: channel)
+                self.refuse(code, code == .notGranted ? "not granted" : "not allowed", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             case .allow: break
             }
             self.remember(key)
 
             if let problem = self.limits.violation(of: request) {
-                self.sendError(.badRequest, problem, id: request.id, model: request.model, to: sender,
-                               channel: channel)
+                self.refuse(.badRequest, problem, id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             var served = request
             var keepAnswer = false
             switch self.authorizer.prepare(request, from: sender, channel: channel) {
             case .refuse(let code, let message):
-                self.sendError(code, message, id: request.id, model: request.model, to: sender,
-                               channel: channel)
+                self.refuse(code, message, id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             case .serve(let messages, let keep):
                 served.messages = messages
                 keepAnswer = keep
                 // A cached prefix plus new messages must still be within the protocol's limits.
                 if messages != request.messages, let problem = self.limits.violation(of: served) {
-                    self.sendError(.badRequest, problem, id: request.id, model: request.model, to: sender,
-                                   channel: channel)
+                    self.refuse(.badRequest, problem, id: request.id,
+                                model: request.model, to: sender, channel: channel)
                     return
                 }
             }
             let status = self.runtime.current
             guard status.verified && status.available else {
-                self.sendError(.runtimeUnavailable, "the runtime does not answer", id: request.id,
-                               model: request.model, to: sender, channel: channel)
+                self.refuse(.runtimeUnavailable, "the runtime does not answer", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             guard status.models.contains(where: { $0.tag == request.model && $0.canComplete }) else {
-                self.sendError(.modelUnavailable, "model not installed", id: request.id, model: request.model,
-                               to: sender, channel: channel)
+                self.refuse(.modelUnavailable, "model not installed", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
             let hasSlot = self.runningCount < self.limits.maxConcurrent
             guard hasSlot || self.queue.count < self.limits.maxQueued else {
-                self.sendError(.busy, "the host is busy", id: request.id, model: request.model, to: sender,
-                               channel: channel)
+                self.refuse(.busy, "the host is busy", id: request.id,
+                            model: request.model, to: sender, channel: channel)
                 return
             }
 
@@ -477,6 +485,31 @@ extension InferenceServer {
                             channel: job.channel, model: job.request.model)
             }
             self.end(key, chargeStreamed: true)
+        }
+
+        /// Whether `sender` has a refusal left (`InferenceLimits.refusalsPerMinute`).
+        private func mayRefuse(_ sender: PublicKey) -> Bool {
+            self.refusals[sender].map { $0.waitMs(for: 1, nowMs: self.clock.monotonicMs()) == 0 } ?? true
+        }
+
+        /// Answers a request with `infer.error` instead of an accept, out of the sender's refusals.
+        private func refuse(_ code: InferErrorCode, _ message: String, id: String, model: String, to peer: PublicKey,
+                            channel: Channel) {
+            let nowMs = self.clock.monotonicMs()
+            if self.refusals[peer] == nil, self.refusals.count >= 1024 {
+                // Forget the senders whose allowance is whole again; the others are still refusing.
+                self.refusals = self.refusals.filter { $0.value.waitMs(for: $0.value.capacity, nowMs: nowMs) > 0 }
+            }
+            let perMinute = Double(self.limits.refusalsPerMinute)
+            var bucket = self.refusals[peer] ?? TokenBucket(ratePerSecond: perMinute / 60, capacity: perMinute,
+                                                            nowMs: nowMs)
+            _ = bucket.take(1, nowMs: nowMs)
+            self.refusals[peer] = bucket
+            if bucket.waitMs(for: 1, nowMs: nowMs) > 0 {
+                self.logger.info("refusals to a peer used up; its requests go unanswered for a while",
+                                 metadata: ["peer": peer.short, "per_minute": "\(self.limits.refusalsPerMinute)"])
+            }
+            self.sendError(code, message, id: id, model: model, to: peer, channel: channel)
         }
 
         private func sendError(_ code: InferErrorCode, _ message: String, id: String, model: String,

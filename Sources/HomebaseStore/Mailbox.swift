@@ -62,6 +62,11 @@ public protocol Mailbox: Sendable {
     func pending(recipient: PublicKey, after: UInt64, limit: Int, nowMs: UInt64) throws -> [StoredFrame]
     /// Deletes one frame; false if it was not there (double ACK, or an id of another recipient).
     func acknowledge(recipient: PublicKey, deliveryID: UInt64) throws -> Bool
+    /// Deletes several frames at once, as `acknowledge` would one by one, in one write that need not be synced:
+    /// an acknowledgement lost to a power cut only means a frame delivered again, which receivers drop as a
+    /// replay. (One synced transaction per ACK let a client storing frames to itself and acknowledging each keep
+    /// the mailbox busy with fsyncs while every other STORE waited behind them.)
+    func acknowledgeBatch(_ acks: [(recipient: PublicKey, deliveryID: UInt64)]) throws
     /// Frames and payload bytes held for `recipient`, expired-but-not-yet-swept ones included.
     func depth(recipient: PublicKey) throws -> (frames: Int, bytes: Int)
     /// Deletes frames past their lifetime; returns how many.
@@ -84,6 +89,12 @@ public struct MailboxItem: Sendable, Equatable {
         self.recipient = recipient
         self.sender = sender
         self.payload = payload
+    }
+}
+
+extension Mailbox {
+    public func acknowledgeBatch(_ acks: [(recipient: PublicKey, deliveryID: UInt64)]) throws {
+        for a in acks { _ = try self.acknowledge(recipient: a.recipient, deliveryID: a.deliveryID) }
     }
 }
 

@@ -148,6 +148,18 @@ public final class SQLiteMailbox: Mailbox {
         }
     }
 
+    public func acknowledgeBatch(_ acks: [(recipient: PublicKey, deliveryID: UInt64)]) throws {
+        try self.database.transaction(synchronous: .normal) { connection in
+            // An id past Int64.max was never issued; clamping it would alias a real one.
+            for a in acks where a.deliveryID > 0 && a.deliveryID <= UInt64(Int64.max) {
+                try connection.execute(
+                    "DELETE FROM mailbox_frames WHERE delivery_id = ? AND recipient = ?",
+                    [.integer(Int64(a.deliveryID)), .blob(a.recipient.bytes)]
+                )
+            }
+        }
+    }
+
     public func depth(recipient: PublicKey) throws -> (frames: Int, bytes: Int) {
         let depth = try self.database.withConnection { try Self.depth(recipient, $0) }
         return (depth.frames, depth.bytes)

@@ -51,6 +51,9 @@ public final class EventLoop: @unchecked Sendable {
     /// Loop-local work to run after the current callback returns (close notifications, resumed reads):
     /// it keeps delegates from being re-entered from inside `write` or `close`.
     private var deferred: [() -> Void] = []
+    /// Work put off to the next iteration, which then polls without blocking: a source that used its turn's
+    /// budget (reads, accepts) resumes there, after every other ready source has had its turn.
+    private var nextIteration: [() -> Void] = []
     private var nextConnectionID: UInt64 = 1
     private var flushHandler: (() -> Void)?
     /// Registered sources (connections and listeners).
@@ -170,8 +173,11 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func runOnce() {
+        // Taken before waiting: what they put off again runs in the iteration after this one.
+        let resumed = self.nextIteration
+        self.nextIteration = []
         var timeoutMs: Int32 = -1
-        if !self.deferred.isEmpty {
+        if !self.deferred.isEmpty || !resumed.isEmpty {
             timeoutMs = 0
         } else if let deadlineNs = self.timers.nextDeadlineNs() {
             let nowNs = Posix.monotonicNs
@@ -204,6 +210,10 @@ public final class EventLoop: @unchecked Sendable {
             guard fd < self.slots.count, self.slots[fd].token == token, let source = self.slots[fd].source
             else { continue }
             source.handleEvents(self.events[index].events)
+            if !self.deferred.isEmpty { self.runDeferred() }
+        }
+        for work in resumed {
+            work()
             if !self.deferred.isEmpty { self.runDeferred() }
         }
         self.runExpiredTimers()
@@ -264,6 +274,13 @@ public final class EventLoop: @unchecked Sendable {
     /// Queues loop-local work after the current callback (never re-entrant).
     func deferWork(_ work: @escaping () -> Void) {
         self.deferred.append(work)
+    }
+
+    /// Queues work for the loop's next iteration, after the sources ready then: a handler that used its turn's
+    /// budget continues there, so one busy peer does not hold up the others. Loop-only.
+    public func deferToNextIteration(_ work: @escaping () -> Void) {
+        assert(self.isConfined, "deferToNextIteration called off the event loop thread")
+        self.nextIteration.append(work)
     }
 
     func makeConnectionID() -> UInt64 {

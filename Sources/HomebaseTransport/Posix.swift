@@ -28,6 +28,43 @@ public enum Posix {
         #endif
     }
 
+    /// Raises the soft limit on open descriptors to the hard limit and returns the soft limit in force. A server
+    /// holds one per connection, and the soft limit is often 1,024 where the hard one allows far more.
+    @discardableResult
+    public static func raiseDescriptorLimit() -> Int {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let resource = Int32(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
+    }
+
+    /// This process's resident memory in bytes (Linux: /proc/self/statm); nil where unavailable.
+    public static var residentMemoryBytes: Int? {
+        #if os(Linux)
+        // "size resident shared ...", in pages; one short read, cheap enough for every /metrics scrape.
+        let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { _ = Glibc.close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let fields = buffer[..<n].split(separator: UInt8(ascii: " "))
+        guard fields.count >= 2, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        #else
+        return nil
+        #endif
+    }
+
     /// Milliseconds on the monotonic clock (CLOCK_MONOTONIC): for deadlines and intervals, never dates.
     public static var monotonicMs: UInt64 { self.monotonicNs / 1_000_000 }
 

@@ -24,8 +24,20 @@ extension TCPConnectionDelegate {
 /// Reads go through the loop's one shared buffer, so an idle connection costs only this object (about
 /// 80 bytes of heap) plus its kernel socket. Writes go straight to the kernel; only what the kernel
 /// does not take is queued, and `outboundBytesQueued` lets the owner drop a reader that fell behind.
-/// The queue itself is unbounded: bounding it is the owner's policy (the relay closes with 4002).
+/// The queue itself is unbounded: bounding it is the owner's policy (the relay stops writing to it).
 public final class TCPConnection: EventLoopSource {
+    /// Bytes read from one connection in one turn: one read of the loop's buffer. A peer sending faster than it
+    /// can be handled kept the loop reading its socket while every other connection waited (issue 23: a flood
+    /// of maximal frames held the relay's other clients up for hundreds of milliseconds); past the budget the
+    /// connection resumes on the loop's next iteration, after the others. A bulk transfer pays one more
+    /// non-blocking epoll_wait per 64 KiB.
+    public static let readBudgetBytes = EventLoop.readBufferBytes
+
+    /// What a connection is registered for, once and never modified: edge-triggered reads, writes and hangups.
+    static var registrationEvents: UInt32 {
+        EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
+    }
+
     /// Unique per loop, increasing.
     public let id: UInt64
     /// Receives events. Cleared after `connectionClosed`, which breaks delegate ↔ connection cycles.
@@ -39,6 +51,8 @@ public final class TCPConnection: EventLoopSource {
     private var readingPaused = false
     /// Readiness arrived while paused: with edge triggering it will not be reported again.
     private var readPending = false
+    /// A read put off to the next iteration (the turn's budget was used) is queued.
+    private var readResumeQueued = false
     private var outbound: [UInt8] = []
     private var outboundHead = 0
 
@@ -57,6 +71,10 @@ public final class TCPConnection: EventLoopSource {
 
     /// The loop this connection lives on (for timers and `execute`).
     public var eventLoop: EventLoop { self.loop }
+
+    /// Bytes the kernel has taken from this connection's writes so far: an owner tells a reader that is slow
+    /// (this grows) from one that stopped (it does not).
+    public private(set) var bytesSent: UInt64 = 0
 
     /// Bytes accepted by `write` that the kernel has not taken yet.
     public var outboundBytesQueued: Int { self.outbound.count - self.outboundHead }
@@ -93,6 +111,7 @@ public final class TCPConnection: EventLoopSource {
                 let n = send(self.fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
                 if n > 0 {
                     offset += n
+                    self.bytesSent &+= UInt64(n)
                     continue
                 }
                 let code = n == 0 ? EAGAIN : Posix.errno
@@ -126,6 +145,7 @@ public final class TCPConnection: EventLoopSource {
             }
             if n > 0 {
                 self.outboundHead += n
+                self.bytesSent &+= UInt64(n)
                 continue
             }
             let code = n == 0 ? EAGAIN : Posix.errno
@@ -232,13 +252,20 @@ public final class TCPConnection: EventLoopSource {
     /// frame). A hangup must be read to the end, because the EOF rides on the same edge as the data.
     private func readAvailable(untilWouldBlock: Bool) {
         let buffer = self.loop.readBuffer
+        var budget = Self.readBudgetBytes
         while self.state != .closed {
             if self.readingPaused {
                 self.readPending = true
                 return
             }
+            if budget <= 0 {
+                // More may be waiting, and edge triggering will not report it again: resume next iteration.
+                self.resumeReadNextIteration(untilWouldBlock: untilWouldBlock)
+                return
+            }
             let n = recv(self.fd, buffer.baseAddress, buffer.count, 0)
             if n > 0 {
+                budget -= n
                 self.delegate?.connectionReadable(self, bytes: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
                 if n < buffer.count && !untilWouldBlock { return }
                 continue
@@ -257,6 +284,16 @@ public final class TCPConnection: EventLoopSource {
             if code == EAGAIN || code == EWOULDBLOCK { return }
             self.close(error: .io(code))
             return
+        }
+    }
+
+    private func resumeReadNextIteration(untilWouldBlock: Bool) {
+        guard !self.readResumeQueued else { return }
+        self.readResumeQueued = true
+        self.loop.deferToNextIteration { [self] in
+            self.readResumeQueued = false
+            guard self.state != .closed else { return }
+            self.readAvailable(untilWouldBlock: untilWouldBlock)
         }
     }
 }

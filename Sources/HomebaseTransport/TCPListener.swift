@@ -9,6 +9,9 @@ import Glibc
 public final class TCPListener: EventLoopSource {
     /// How long accepting pauses after EMFILE/ENFILE/ENOBUFS/ENOMEM.
     public static let descriptorExhaustionPause: Duration = .milliseconds(100)
+    /// Connections accepted in one turn; a burst beyond it resumes on the loop's next iteration, so a connection
+    /// flood (thousands queued at once) does not hold up the connections already being served.
+    public static let acceptBudget = 64
 
     /// The bound port (the kernel's choice when 0 was asked for).
     public let port: UInt16
@@ -20,6 +23,8 @@ public final class TCPListener: EventLoopSource {
     private var fd: Int32
     private let accept: (TCPConnection) -> Void
     private var acceptPaused = false
+    /// An accept put off to the next iteration (the turn's budget was used) is queued.
+    private var acceptResumeQueued = false
 
     /// Binds and listens on `host:port` (IPv4 or IPv6 literal or name; "" = all addresses) and registers
     /// with `loop`. Loop-only (or before `run()`).
@@ -81,9 +86,21 @@ public final class TCPListener: EventLoopSource {
     }
 
     private func acceptAll() {
+        var budget = Self.acceptBudget
         while self.fd >= 0 && !self.acceptPaused {
+            if budget == 0 {
+                // More may be queued, and edge triggering will not report them again: resume next iteration.
+                guard !self.acceptResumeQueued else { return }
+                self.acceptResumeQueued = true
+                self.loop.deferToNextIteration { [weak self] in
+                    self?.acceptResumeQueued = false
+                    self?.acceptAll()
+                }
+                return
+            }
             let client = accept4(self.fd, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if client >= 0 {
+                budget -= 1
                 self.adopt(client)
                 continue
             }
@@ -113,8 +130,7 @@ public final class TCPListener: EventLoopSource {
     private func adopt(_ client: Int32) {
         Posix.setSocketOption(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         let connection = TCPConnection(loop: self.loop, fd: client)
-        let events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
-        guard self.loop.register(client, events: events, source: connection) == nil else {
+        guard self.loop.register(client, events: TCPConnection.registrationEvents, source: connection) == nil else {
             connection.abandon()
             return
         }

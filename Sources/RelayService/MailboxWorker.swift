@@ -108,6 +108,17 @@ final class MailboxWorker: Sendable {
                 }
                 continue
             }
+            // A run of consecutive ACKs: one write, not synced (`Mailbox.acknowledgeBatch`).
+            var acks: [(recipient: PublicKey, deliveryID: UInt64)] = []
+            while i < jobs.count, case .acknowledge(let recipient, let deliveryID) = jobs[i] {
+                acks.append((recipient, deliveryID))
+                i += 1
+            }
+            if !acks.isEmpty {
+                // An unknown id is not an error (relay.md §5); a failed delete is retried by redelivery.
+                try? self.mailbox.acknowledgeBatch(acks)
+                continue
+            }
             let now = self.clock()
             switch jobs[i] {
             case .enqueue:
@@ -116,9 +127,8 @@ final class MailboxWorker: Sendable {
                 completion(Result { try self.mailbox.pending(recipient: recipient, after: after, limit: limit, nowMs: now) })
             case .pendingCount(let recipient, let completion):
                 completion(Result { try self.mailbox.pendingCount(recipient: recipient, nowMs: now) })
-            case .acknowledge(let recipient, let deliveryID):
-                // An unknown id is not an error (relay.md §5); a failed delete is retried by redelivery.
-                _ = try? self.mailbox.acknowledge(recipient: recipient, deliveryID: deliveryID)
+            case .acknowledge:
+                preconditionFailure("acknowledgements are batched above")
             case .expire(let completion):
                 completion(Result { try self.mailbox.expire(nowMs: now) })
             case .depth(let completion):

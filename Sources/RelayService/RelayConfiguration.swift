@@ -44,7 +44,8 @@ public struct RelayConfiguration: Sendable, Equatable {
         ("send_frames_burst", "SEND token bucket size (default twice the rate: 4000)"),
         ("send_bytes_per_second", "SEND byte bucket rate per connection (default 16777216)"),
         ("send_bytes_burst", "SEND byte bucket size (default twice the rate: 33554432)"),
-        ("outbound_queue_max_bytes", "unsent bytes before a slow reader is closed 4002 (default 1048576)"),
+        ("outbound_queue_max_bytes", "unsent bytes past which live frames to a connection are dropped (default 1048576)"),
+        ("outbound_stall_ms", "time with unsent bytes and none taken before a reader is closed 4002 (default 10000)"),
         ("close_flush_timeout_ms", "time a closing connection gets to take its last bytes (default 5000)"),
         ("max_pending_auth", "connections not yet authenticated (default 4096)"),
         ("max_connections", "connections in all (default 50000)"),
@@ -164,6 +165,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
         if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
+        if let n = try int("outbound_stall_ms") { self.limits.outboundStallMs = UInt64(n) }
         if let n = try int("close_flush_timeout_ms") { self.limits.closeFlushTimeoutMs = UInt64(n) }
         if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }
         if let n = try int("max_connections") { self.limits.maxConnections = n }

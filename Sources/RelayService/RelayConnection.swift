@@ -7,6 +7,11 @@ import HomebaseTransport
 /// Loop-confined. It moves bytes and carries out the actions of `RelaySessionStateMachine`; protocol rules live
 /// in the machine, and routing between connections in `RelayServer`.
 final class RelayConnection: TCPConnectionDelegate {
+    /// WebSocket messages handled per connection in one turn of the loop. A read budget of small frames is
+    /// thousands of them, and handling them all at once held every other connection up for milliseconds
+    /// (issue 23: a flood of empty SENDs); the rest wait in the parser for the next turn.
+    static let messagesPerTurn = 64
+
     enum Phase {
         /// Reading an HTTP request head (an upgrade, `/healthz` or `/metrics`).
         case http(HTTPRequestHeadParser)
@@ -47,10 +52,19 @@ final class RelayConnection: TCPConnectionDelegate {
     var storesInFlight: Int { self.storeSeq - self.completedThrough }
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
+    /// `tcp.bytesSent` when the sweep last saw the kernel take bytes (or nothing queued), and when: a queue that
+    /// has not moved for `outboundStallMs` is a reader that stopped (4002).
+    var progressMark: UInt64 = 0
+    var progressAtMs: UInt64
     /// WebSocket output gathered during one loop iteration, written in one syscall by `flushOutput` (the
     /// server calls it before the loop waits again): a burst of DELIVERs costs one write, not one each.
     var output: [UInt8] = []
     var isDirty = false
+    /// Reading is paused because this turn's `messagesPerTurn` are handled (resumed on the next iteration), or
+    /// because the connection is over its pace (`InboundPacer`; resumed by a timer).
+    private var turnSpent = false
+    private var paced = false
+    private var pacer: InboundPacer
 
     init(server: RelayServer, tcp: TCPConnection, nowMs: UInt64, metricsOnly: Bool) {
         self.server = server
@@ -60,6 +74,8 @@ final class RelayConnection: TCPConnectionDelegate {
         self.phase = .http(HTTPRequestHeadParser())
         self.lastHeardMs = nowMs
         self.lastPingMs = nowMs
+        self.progressAtMs = nowMs
+        self.pacer = InboundPacer(limits: server.configuration.limits, nowMs: nowMs)
     }
 
     var isWebSocket: Bool {
@@ -179,7 +195,13 @@ final class RelayConnection: TCPConnectionDelegate {
     // MARK: WebSocket
 
     private func readWebSocket() {
+        var handled = 0
         while case .websocket = self.phase {
+            if self.paced || self.turnSpent { break }
+            if handled == Self.messagesPerTurn {
+                self.spendTurn()
+                break
+            }
             let event: WebSocketEvent?
             do {
                 event = try self.parser!.next()
@@ -192,8 +214,12 @@ final class RelayConnection: TCPConnectionDelegate {
                 return
             }
             guard let event else { break }
+            handled += 1
             switch event {
             case .message(let opcode, let payload):
+                if let waitMs = self.pacer.received(byteCount: payload.count, nowMs: self.server.nowMs) {
+                    self.pace(forMs: waitMs)
+                }
                 if opcode == .text {
                     self.perform(self.session!.textMessageReceived())
                 } else {
@@ -214,6 +240,36 @@ final class RelayConnection: TCPConnectionDelegate {
             }
         }
         if case .websocket = self.phase, self.parser!.bufferedByteCount == 0 { self.parser!.releaseIdleBuffer() }
+    }
+
+    /// Stops reading until the loop's next iteration, when the messages already buffered are handled first.
+    private func spendTurn() {
+        self.server.metrics.turnsYielded += 1
+        self.turnSpent = true
+        self.tcp.pauseReading()
+        self.tcp.eventLoop.deferToNextIteration { [self] in
+            self.turnSpent = false
+            self.resumeWebSocket()
+        }
+    }
+
+    /// Stops reading for `ms`: the connection sends faster than twice what it may send.
+    private func pace(forMs ms: UInt64) {
+        guard !self.paced else { return }
+        self.paced = true
+        self.server.metrics.pacedReads += 1
+        self.tcp.pauseReading()
+        self.tcp.eventLoop.scheduleTimer(after: .milliseconds(Int64(ms))) { [self] in
+            self.paced = false
+            self.resumeWebSocket()
+        }
+    }
+
+    /// Handles what is buffered, then reads again unless that paused it once more.
+    private func resumeWebSocket() {
+        guard case .websocket = self.phase else { return }
+        self.readWebSocket()
+        if !self.paced && !self.turnSpent { self.tcp.resumeReading() }
     }
 
     /// Carries out one action of the session machine.

@@ -1,4 +1,8 @@
 import HomebaseCore
+import HomebaseTransport
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The relay's counters and gauges. Loop-confined (only the event loop touches them), so no locking on the
 /// hot path; `/metrics` is rendered on the loop too.
@@ -6,6 +10,8 @@ final class RelayMetrics {
     /// Why a frame was not forwarded; the `reason` label of `relay_frames_dropped_total`.
     enum DropReason: String, CaseIterable {
         case recipientOffline = "recipient_offline"
+        /// The recipient's outbound queue was over its bound.
+        case recipientSlow = "recipient_slow"
         case mailboxFull = "mailbox_full"
         case payloadTooLarge = "payload_too_large"
         case rateLimited = "rate_limited"
@@ -23,12 +29,22 @@ final class RelayMetrics {
     var storedDelivered = 0
     var storedAcknowledged = 0
     var framesExpired = 0
+    /// Times a connection was read more slowly because it sent faster than twice its SEND limits.
+    var pacedReads = 0
+    /// Times a connection had more messages waiting than one turn handles, and let the others go first.
+    var turnsYielded = 0
     var drops: [DropReason: Int] = [:]
     var authFailures: [String: Int] = [:]
     var closes: [String: Int] = [:]
     var mailboxDepth: (frames: Int, bytes: Int, mailboxes: Int) = (0, 0, 0)
 
     func dropped(_ reason: DropReason) { self.drops[reason, default: 0] += 1 }
+
+    /// The soft descriptor limit now (the relay raises it to the hard limit at start).
+    static var maxDescriptors: Int {
+        var limit = rlimit()
+        return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(clamping: limit.rlim_cur) : 0
+    }
 
     func render(pendingAuth: Int, authenticated: Int, websocket: Int) -> String {
         var p = PrometheusText()
@@ -50,6 +66,10 @@ final class RelayMetrics {
               value: self.storedDelivered)
         p.add("relay_frames_expired_total", .counter, help: "Stored frames deleted unacknowledged at their lifetime.",
               value: self.framesExpired)
+        p.add("relay_paced_reads_total", .counter,
+              help: "Times a connection sending over twice its SEND limits was read more slowly.", value: self.pacedReads)
+        p.add("relay_turns_yielded_total", .counter,
+              help: "Times a connection had more messages waiting than one loop turn handles.", value: self.turnsYielded)
         for reason in DropReason.allCases {
             p.add("relay_frames_dropped_total", .counter, help: "SEND frames not forwarded, by reason.",
                   labels: [("reason", reason.rawValue)], value: self.drops[reason, default: 0])
@@ -68,6 +88,10 @@ final class RelayMetrics {
         p.add("relay_mailboxes", .gauge, help: "Recipients with at least one stored frame.",
               value: self.mailboxDepth.mailboxes)
         _ = websocket
+        if let resident = Posix.residentMemoryBytes {
+            p.add("process_resident_memory_bytes", .gauge, help: "Resident memory size in bytes.", value: resident)
+        }
+        p.add("process_max_fds", .gauge, help: "Maximum number of open file descriptors.", value: Self.maxDescriptors)
         return p.output
     }
 }

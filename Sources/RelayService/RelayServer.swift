@@ -16,6 +16,8 @@ public final class RelayServer: @unchecked Sendable {
     /// How often connections are checked for auth deadlines, idleness and pings: every second, or a third of
     /// the ping interval when that is shorter (tests use short intervals).
     var sweepInterval: Duration { .milliseconds(min(1_000, Int(self.configuration.limits.pingIntervalMs / 3))) }
+    /// Connections the deadline sweep closes in one loop turn (`sweepConnections`).
+    static let sweepClosesPerTurn = 256
     /// How often expired stored frames are deleted and the mailbox gauges refreshed.
     static let maintenanceIntervalMs: UInt64 = 60_000
 
@@ -36,6 +38,8 @@ public final class RelayServer: @unchecked Sendable {
     private var webSockets = 0
     private var shuttingDown = false
     private var lastMaintenanceMs: UInt64 = 0
+    /// Times the sweep had more to close than one turn allows and went on in the next (for tests).
+    private(set) var sweepTurnsDeferred = 0
     /// Connections with output gathered in this loop iteration.
     private var dirty: [RelayConnection] = []
 
@@ -211,7 +215,6 @@ public final class RelayServer: @unchecked Sendable {
                 return self.receipt(to: sender, sendID: sendID, .recipientOffline)
             }
             let delivered = self.deliverLive(to: t, sender: senderKey, payload: payload)
-            if !delivered { self.metrics.dropped(.recipientOffline) }
             return self.receipt(to: sender, sendID: sendID, delivered ? .delivered : .recipientOffline)
         }
         var number = 0
@@ -259,10 +262,15 @@ public final class RelayServer: @unchecked Sendable {
         if let s = self.connections[senderID] { self.receipt(to: s, sendID: sendID, status) }
     }
 
-    /// Writes a live DELIVER (delivery id 0), or holds it behind stored frames. Closes a recipient whose queue
-    /// would pass its bound (4002) and returns false.
+    /// Writes a live DELIVER (delivery id 0), or holds it behind stored frames. A recipient whose queue is over
+    /// its bound is not written to: the frame is dropped and false returned (RECEIPT 2 for the sender), until the
+    /// queue drains. The recipient stays connected unless it stops reading (`sweepConnections`, 4002): closing it
+    /// here let any sender knock any device off the relay with a burst larger than the device could read at once.
     private func deliverLive(to t: RelayConnection, sender: PublicKey, payload: ArraySlice<UInt8>) -> Bool {
-        let limit = self.configuration.limits.outboundQueueMaxBytes
+        guard t.queuedBytes <= self.configuration.limits.outboundQueueMaxBytes else {
+            self.metrics.dropped(.recipientSlow)
+            return false
+        }
         if t.canWriteLiveNow {
             t.writeDeliver(sender: sender, deliveryID: 0, payload: payload)
         } else {
@@ -270,10 +278,6 @@ public final class RelayServer: @unchecked Sendable {
             frame.append(contentsOf: payload)
             t.deferredBytes += frame.count
             t.deferred.append((t.storeSeq, frame))
-        }
-        if t.queuedBytes > limit {
-            t.perform(t.session!.outboundQueueOverflowed())
-            return false
         }
         self.metrics.framesForwarded += 1
         self.metrics.bytesForwarded += payload.count
@@ -292,7 +296,9 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// Delivers the next page of stored frames to `c`, oldest first; pages follow until the mailbox is empty,
-    /// pausing while the connection's queue is over half its bound.
+    /// pausing while the connection's queue is over half its bound. A page stops there too (the rest is read
+    /// again from the cursor): a page of 64 maximal frames is 16 MiB, which closed every reader that could not take
+    /// it at once (4002), so a mailbox anyone can fill kept its owner from ever logging in on a slow link.
     func drain(_ c: RelayConnection) {
         guard let key = c.key, c.isWebSocket else { return }
         if c.draining {
@@ -312,7 +318,14 @@ public final class RelayServer: @unchecked Sendable {
                 guard let c = self.connections[id], c.isWebSocket else { return }
                 c.draining = false
                 let frames = (try? result.get()) ?? []
+                let half = self.configuration.limits.outboundQueueMaxBytes / 2
+                var written = 0
                 for f in frames {
+                    if c.tcp.outboundBytesQueued + c.output.count > half {
+                        c.drainAgain = true
+                        break
+                    }
+                    written += 1
                     c.writeDeliver(sender: f.sender, deliveryID: f.deliveryID, payload: f.payload[...])
                     c.cursor = f.deliveryID
                     self.metrics.storedDelivered += 1
@@ -321,12 +334,8 @@ public final class RelayServer: @unchecked Sendable {
                     // Live frames sent between two STORE frames go out between them.
                     if !c.deferred.isEmpty { self.flushDeferred(c) }
                 }
-                if c.queuedBytes > self.configuration.limits.outboundQueueMaxBytes {
-                    c.perform(c.session!.outboundQueueOverflowed())
-                    return
-                }
                 self.flushDeferred(c)
-                if frames.count == page || c.drainAgain {
+                if written == page || c.drainAgain {
                     c.drainAgain = false
                     self.drain(c)
                 }
@@ -363,19 +372,40 @@ public final class RelayServer: @unchecked Sendable {
     /// Auth deadlines, slowloris (an HTTP request that never completes), idle timeouts, pings, and connections
     /// whose peer never takes their last bytes.
     private func sweep() {
+        self.sweepConnections()
+        self.maintenance(force: false)
+    }
+
+    /// The connections' part of `sweep`, closing at most `sweepClosesPerTurn` of them per loop turn: closing
+    /// thousands at once (a wave of half-open connections reaching the auth deadline together) held every other
+    /// connection up for 250 ms. The rest are closed in the next turns, after the others have been served.
+    private func sweepConnections() {
         let now = self.nowMs
         let limits = self.configuration.limits
+        var closes = 0
         for c in Array(self.connections.values) {
+            if closes == Self.sweepClosesPerTurn {
+                self.sweepTurnsDeferred += 1
+                self.loop.deferToNextIteration { [self] in self.sweepConnections() }
+                return
+            }
             switch c.phase {
             case .http:
                 // A connection that never finishes its request head gets the auth deadline too.
-                if now >= c.acceptedAtMs + limits.authDeadlineMs { c.tcp.close() }
+                if now >= c.acceptedAtMs + limits.authDeadlineMs {
+                    c.tcp.close()
+                    closes += 1
+                }
             case .websocket:
                 guard var s = c.session else { continue }
                 let action = s.timerFired(nowMs: now)
                 c.session = s
                 if action != .none {
                     c.perform(action)
+                    closes += 1
+                } else if c.readySent, self.stoppedReading(c, now: now) {
+                    c.perform(c.session!.outboundQueueOverflowed())
+                    closes += 1
                 } else if c.readySent, now >= c.lastHeardMs + limits.pingIntervalMs,
                           now >= c.lastPingMs + limits.pingIntervalMs {
                     c.lastPingMs = now
@@ -383,10 +413,23 @@ public final class RelayServer: @unchecked Sendable {
                 }
             case .closing(let since):
                 // Its peer has not taken the last bytes (a close frame behind a backlog): it is not reading.
-                if now >= since + limits.closeFlushTimeoutMs { c.tcp.close() }
+                if now >= since + limits.closeFlushTimeoutMs, c.tcp.isOpen {
+                    c.tcp.close()
+                    closes += 1
+                }
             }
         }
-        self.maintenance(force: false)
+    }
+
+    /// Whether `c` has had output queued that the kernel took none of for `outboundStallMs`.
+    private func stoppedReading(_ c: RelayConnection, now: UInt64) -> Bool {
+        let sent = c.tcp.bytesSent
+        if c.tcp.outboundBytesQueued == 0 || sent != c.progressMark {
+            c.progressMark = sent
+            c.progressAtMs = now
+            return false
+        }
+        return now >= c.progressAtMs + self.configuration.limits.outboundStallMs
     }
 
     private func maintenance(force: Bool) {

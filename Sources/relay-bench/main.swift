@@ -152,7 +152,8 @@ func runThreads(_ bodies: [@Sendable () -> Void]) {
 
 /// Each pair: a sender thread pushing batches of pipelined SEND frames to its receiver connection, and a receiver
 /// thread counting DELIVERs. A window of frames in flight (returned by the receiver, or by RECEIPTs with
-/// --receipts) keeps the relay's outbound queue under its 4002 bound; the relay is never the one throttled.
+/// --receipts) keeps the relay's outbound queue under its bound (past which it drops frames); the relay is never
+/// the one throttled.
 /// Per pair counters shared by its sender and receiver threads.
 final class PairState: Sendable {
     let sent = Atomic<Int>(0)

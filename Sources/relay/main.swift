@@ -47,6 +47,14 @@ do {
 }
 
 let logger = Logger(label: "relay", level: configuration.logLevel, sink: StderrLogSink())
+// One descriptor per connection: the soft limit (often 1,024) would refuse connections long before the relay's
+// own limits do, so take what the hard limit allows, and say so when even that falls short.
+let descriptors = Posix.raiseDescriptorLimit()
+let descriptorsNeeded = configuration.limits.maxConnections + configuration.limits.maxPendingAuth + 64
+if descriptors < descriptorsNeeded {
+    logger.warning("The descriptor limit is below the connection limits; raise it (LimitNOFILE, ulimit -Hn)",
+                   metadata: ["limit": "\(descriptors)", "needed": "\(descriptorsNeeded)"])
+}
 let server: RelayServer
 do {
     server = try RelayServer(configuration: configuration, admission: admission, logger: logger)

@@ -81,6 +81,28 @@ import Testing
         #expect(try self.parse("\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n")?.path == "/")
     }
 
+    /// Blank lines before the start line used to be skipped without counting, so a peer sending CRLF forever
+    /// was never refused and every byte stayed buffered (found by `conformance relay --hostile`).
+    @Test func endlessBlankLinesAreRefusedAtTheLimit() throws {
+        var parser = HTTPRequestHeadParser(limits: HTTPHeadLimits(maxHeadBytes: 1024))
+        var thrown: HTTPParseError?
+        var fed = 0
+        while thrown == nil && fed < 1 << 20 {
+            parser.append(Array(String(repeating: "\r\n", count: 50).utf8))
+            fed += 100
+            do { _ = try parser.next() } catch { thrown = error }
+        }
+        #expect(thrown == .headTooLarge)
+        #expect(fed <= 1024 + 100)
+        // A few blank lines before a request are still skipped, and counted with its head.
+        var ok = HTTPRequestHeadParser(limits: HTTPHeadLimits(maxHeadBytes: 1024))
+        ok.append(Array((String(repeating: "\r\n", count: 100) + "GET / HTTP/1.1\r\nHost: h\r\n\r\n").utf8))
+        #expect(try ok.next()?.path == "/")
+        var over = HTTPRequestHeadParser(limits: HTTPHeadLimits(maxHeadBytes: 1024))
+        over.append(Array((String(repeating: "\r\n", count: 500) + "GET / HTTP/1.1\r\nHost: h\r\n\r\n").utf8))
+        #expect(throws: HTTPParseError.headTooLarge) { try over.next() }
+    }
+
     @Test func headThatNeverEndsIsRefusedAtTheLimitWith431() throws {
         var parser = HTTPRequestHeadParser(limits: HTTPHeadLimits(maxHeadBytes: 1024))
         parser.append(Array("GET / HTTP/1.1\r\nX: ".utf8))

@@ -87,6 +87,32 @@ import Testing
         #expect(throws: error) { _ = try Message(json: Array(json.utf8)) }
     }
 
+    /// Issue 23: the type is read without building the rest, and a type with only small fields that comes with
+    /// 256 KiB of JSON is refused unread (JSONDecoder took 25 ms to map such a text, twice); a repeated `type`
+    /// is no message, and nesting past the reader's depth is refused before any decoder sees it.
+    @Test func hugeTextsOfSmallTypesAreRefusedAndTheTypeIsReadOnce() throws {
+        let zeros = "[" + Array(repeating: "0", count: 120_000).joined(separator: ",") + "]"
+        #expect(throws: MessageDecodingError.invalidFields(type: "contact.join")) {
+            _ = try Message(json: Array(#"{"name":"wide","pad":\#(zeros),"type":"contact.join"}"#.utf8))
+        }
+        let keys = (0..<20_000).map { #""k\#($0)":0"# }.joined(separator: ",")
+        #expect(throws: MessageDecodingError.invalidFields(type: "advert.request")) {
+            _ = try Message(json: Array(#"{\#(keys),"type":"advert.request"}"#.utf8))
+        }
+        #expect(throws: MessageDecodingError.notAMessage) {
+            _ = try Message(json: Array(#"{"type":"advert.request","type":"contact.leave"}"#.utf8))
+        }
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(throws: MessageDecodingError.notAMessage) {
+            _ = try Message(json: Array(#"{"name":"x","pad":\#(deep),"type":"contact.join"}"#.utf8))
+        }
+        // Within the limit, unknown fields of any size are still skipped.
+        let some = "[" + Array(repeating: "0", count: 1_000).joined(separator: ",") + "]"
+        #expect(try Message(json: Array(#"{"name":"ok","pad":\#(some),"type":"contact.join"}"#.utf8))
+            == .contactJoin(name: "ok"))
+        #expect(try Message(json: Array(#"{"pad":\#(zeros),"type":"future.thing"}"#.utf8)) == .unknown(type: "future.thing"))
+    }
+
     @Test func unknownTypesAreKept() throws {
         #expect(try Message(json: Array(#"{"type":"future.thing","x":1}"#.utf8)) == .unknown(type: "future.thing"))
     }

@@ -110,7 +110,7 @@ import Glibc
 
     @Test func aFullBacklogRefusesFramesUntilItDrains() throws {
         // The burst the kernel's buffers took while paused reaches the receiver at once when resumed: more than
-        // the relay's default queue for a slow reader (which would close the receiver).
+        // the relay's default queue for a slow reader (past which it would drop frames for the receiver).
         let relay = try LocalRelay { $0.limits.outboundQueueMaxBytes = 64 * 1024 * 1024 }
         defer { relay.stop() }
         let proxy = try PausableProxy(to: relay.server.port)

@@ -148,6 +148,23 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(b.dropCounts["not_entitled"] == 1)
     }
 
+    /// Issue 23: a stranger's envelope over `maxStrangerEnvelopeBytes` is dropped before it is opened or
+    /// parsed (a stranger's 256 KiB of JSON held a Homebase's inbound messages up); its one message of an
+    /// ordinary size still arrives.
+    @Test func aStrangersLargeEnvelopeIsDroppedUnopened() async throws {
+        let pair = try await ConnectedPair(bRelation: { _ in .stranger })
+        defer { pair.stop() }
+        let (a, b) = (pair.a, pair.b)
+        let long = String(repeating: "n", count: EnvelopeReceiver.maxStrangerEnvelopeBytes)
+        let big = try #require(a.seal(.contactJoin(name: long), to: b.publicKey, channel: .contact))
+        #expect(big.count > EnvelopeReceiver.maxStrangerEnvelopeBytes)
+        _ = await a.sendAndWait(.contactJoin(name: long), to: b.publicKey, channel: .contact, store: false)
+        _ = await a.sendAndWait(.contactJoin(name: "Sam"), to: b.publicKey, channel: .contact, store: false)
+        let got = try #require(await nextInbound(b))
+        #expect(got.message == .contactJoin(name: "Sam"))
+        #expect(b.dropCounts == ["not_entitled": 1])
+    }
+
     /// The largest chunk the Homebase sends (16 KiB of text, every byte escaped as \u00XX, a UUID id) seals
     /// within the relay's payload limit with room to spare, and opens to the same text.
     @Test func theLargestChunkFitsTheRelayPayload() async throws {

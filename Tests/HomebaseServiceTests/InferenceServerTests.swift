@@ -464,6 +464,43 @@ import Testing
         #expect(engine.calls == 0)
     }
 
+    /// Issue 23: refusals to one sender are budgeted. A pending guest flooding requests drew one `not_granted`
+    /// each (a frame of the host's relay budget, a registry read and a log line apiece); now it gets
+    /// `refusalsPerMinute`, then silence until the allowance refills, and another sender is not affected.
+    @Test func refusalsToOneSenderAreBudgeted() async throws {
+        struct DenyAll: InferenceAuthorizer {
+            func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization {
+                .deny(.notGranted)
+            }
+        }
+        let hub = LoopbackMessengerHub()
+        let host = hub.messenger(for: testKey(1), relation: { _ in .contact })
+        let flooder = Inbox(hub.messenger(for: testKey(2), relation: { _ in .contact }))
+        let other = Inbox(hub.messenger(for: testKey(3), relation: { _ in .contact }))
+        let now = Mutex<UInt64>(1_000)
+        var limits = InferenceLimits()
+        limits.refusalsPerMinute = 5
+        let server = InferenceServer(engine: FakeEngine(), runtime: FakeRuntime(), messenger: host,
+                                     authorizer: DenyAll(), limits: limits,
+                                     clock: ServiceClock(nowMs: { 0 }, monotonicMs: { now.withLock { $0 } }))
+        func request(_ id: String, from key: UInt8) {
+            server.handleRequest(InferRequest(id: id, model: "qwen2.5:7b", messages: [.user("hi")]),
+                                 from: testKey(key), channel: .contact)
+        }
+        for i in 0..<50 { request("r\(i)", from: 2) }
+        request("o1", from: 3)
+        #expect(await other.finished("o1").map(\.errorCode) == ["not_granted"])
+        #expect(await flooder.finished("r4").map(\.errorCode) == ["not_granted"])
+        // One refusal comes back every 12 s (5 a minute).
+        now.withLock { $0 += 12_000 }
+        request("late", from: 2)
+        request("later", from: 2)
+        #expect(await flooder.finished("late").map(\.errorCode) == ["not_granted"])
+        try await Task.sleep(for: .milliseconds(100))
+        let answered = flooder.messages.compactMap { if case .inferError(let e) = $0 { e.id } else { nil } }
+        #expect(answered == (0..<5).map { "r\($0)" } + ["late"])
+    }
+
     /// A stream that already sent `infer.done`, whose end has not reached the server yet, then cancelled with an
     /// error (a revoke): the requester gets the done and nothing after it, and the authorizer hears `done`.
     @Test func aRevokeRacingTheEndNeverSendsAnErrorAfterDone() async throws {

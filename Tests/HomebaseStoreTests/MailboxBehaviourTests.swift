@@ -53,6 +53,20 @@ import Testing
         try box.pending(recipient: recipient, after: after, limit: limit, nowMs: nowMs).map(\.deliveryID)
     }
 
+    /// ACKs handled together (the relay's worker batches a run of them into one write) delete exactly what the
+    /// same ACKs one by one would: the recipient's own ids, not another's, not unknown or impossible ones.
+    @Test(arguments: Backend.allCases)
+    func aBatchOfAcknowledgementsDeletesWhatEachWould(backend: Backend) throws {
+        let (box, keep) = try backend.make()
+        defer { withExtendedLifetime(keep) {} }
+        let bobs = try (0..<5).map { try self.put(box, self.bob, [UInt8($0)], at: self.t0) }
+        let carols = try (0..<2).map { try self.put(box, self.carol, [UInt8($0)], at: self.t0) }
+        try box.acknowledgeBatch([(self.bob, bobs[0]), (self.bob, bobs[3]), (self.bob, carols[0]), (self.carol, carols[1]),
+                                  (self.bob, 0), (self.bob, UInt64.max), (self.bob, bobs[0])])
+        #expect(try self.pendingIDs(box, self.bob, at: self.t0) == [bobs[1], bobs[2], bobs[4]])
+        #expect(try self.pendingIDs(box, self.carol, at: self.t0) == [carols[0]])
+    }
+
     @Test(arguments: Backend.allCases)
     func framesComeBackOldestFirstWithNonZeroIncreasingIDs(backend: Backend) throws {
         let (box, keep) = try backend.make()

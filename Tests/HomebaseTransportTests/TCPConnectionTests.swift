@@ -255,6 +255,53 @@ func receiveAll(_ stream: ByteStream, count: Int, timeout: Duration = .seconds(1
         #expect(try client.receive(maxBytes: 16, timeout: .seconds(5)) == [])
     }
 
+    /// Issue 23: a connection with more waiting than `readBudgetBytes` is read in turns, and one that became
+    /// ready at the same moment is served between them (the loop used to read the busy one to the end first,
+    /// so a peer sending faster than it was handled held every other connection up).
+    @Test(.timeLimit(.minutes(1)))
+    func aBusyPeerIsReadInTurnsWithOthersServedBetween() throws {
+        final class Recorder: TCPConnectionDelegate {
+            let name: String
+            let order: Probe<[(name: String, count: Int)]>
+            init(_ name: String, _ order: Probe<[(name: String, count: Int)]>) {
+                self.name = name
+                self.order = order
+            }
+            func connectionReadable(_ connection: TCPConnection, bytes: UnsafeRawBufferPointer) {
+                let entry = (name: self.name, count: bytes.count)
+                self.order.update { $0.append(entry) }
+            }
+            func connectionClosed(_ connection: TCPConnection, error: TransportError?) {}
+        }
+        var busy: [Int32] = [0, 0]
+        var quiet: [Int32] = [0, 0]
+        let stream = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        #expect(socketpair(AF_UNIX, stream, 0, &busy) == 0)
+        #expect(socketpair(AF_UNIX, stream, 0, &quiet) == 0)
+        defer { Glibc.close(busy[1]); Glibc.close(quiet[1]) }
+        // Fill the busy peer's socket with what it holds (more than one turn's budget), then one byte for the other.
+        let chunk = [UInt8](repeating: 7, count: 4096)
+        var queued = 0
+        while chunk.withUnsafeBytes({ Glibc.write(busy[1], $0.baseAddress, $0.count) }) > 0 { queued += chunk.count }
+        try #require(queued > TCPConnection.readBudgetBytes)
+        #expect(Glibc.write(quiet[1], [1], 1) == 1)
+        let order = Probe<[(name: String, count: Int)]>([])
+        let thread = try LoopThread { loop in
+            // Registered busy first: its readiness is reported first in the loop's first batch.
+            for (fd, name) in [(busy[0], "busy"), (quiet[0], "quiet")] {
+                let connection = TCPConnection(loop: loop, fd: fd)
+                connection.delegate = Recorder(name, order)
+                #expect(loop.register(fd, events: TCPConnection.registrationEvents, source: connection) == nil)
+            }
+        }
+        defer { thread.stop() }
+        #expect(order.wait { log in log.filter { $0.name == "busy" }.map(\.count).reduce(0, +) == queued })
+        let log = order.value
+        let quietAt = try #require(log.firstIndex { $0.name == "quiet" })
+        let lastBusy = try #require(log.lastIndex { $0.name == "busy" })
+        #expect(quietAt < lastBusy, "the quiet connection waited for the busy one to be read to the end: \(log)")
+    }
+
     @Test func idleConnectionObjectIsSmall() throws {
         let loop = try EventLoop()
         var fds: [Int32] = [0, 0]

@@ -279,9 +279,61 @@ import Testing
         #expect(statuses.filter { $0 == .rateLimited }.count == 2)
     }
 
-    @Test func readerThatCannotKeepUpIsClosed4002() throws {
+    /// Issue 23: a connection sending far over its SEND limits is read at twice them (the relay stops reading it
+    /// and TCP pushes back), not as fast as it can push frames the relay then refuses.
+    @Test(.timeLimit(.minutes(1)))
+    func aFloodIsReadAtTwiceTheSendLimitsNotFaster() throws {
+        var limits = RelayLimits()
+        limits.sendFramesPerSecond = 100
+        limits.sendFramesBurst = 100
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let offline = SigningSecretKey.generate().publicKey
+        // 400 frames at once: 200 are read at once (twice the burst), the other 200 at 200 a second.
+        try a.ws.send(binaryMessages: (1...400).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: offline, flags: 0, payload: [1][...]).encoded()
+        })
+        var statuses = [try a.receipt().1]
+        let started = ContinuousClock.now
+        for _ in 2...400 { statuses.append(try a.receipt(timeout: .seconds(10)).1) }
+        #expect(ContinuousClock.now - started >= .milliseconds(700))
+        #expect(statuses.filter { $0 == .recipientOffline }.count >= 100)
+        #expect(statuses.contains(.rateLimited))
+        let (_, metrics) = try relay.httpGet("/metrics")
+        #expect(!metrics.contains("relay_paced_reads_total 0\n") && metrics.contains("relay_paced_reads_total "))
+    }
+
+    /// Issue 23: one connection's messages are handled at most `messagesPerTurn` per loop turn, the others served
+    /// in between (a burst of small frames used to hold the loop until all of it was handled).
+    @Test(.timeLimit(.minutes(1)))
+    func aBurstOfSmallFramesIsHandledInTurns() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let offline = SigningSecretKey.generate().publicKey
+        // The loop is held while the burst arrives, so it finds all of it in one read.
+        let hold = DispatchSemaphore(value: 0)
+        relay.server.loop.execute { hold.wait() }
+        try a.ws.send(binaryMessages: (1...1000).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: offline, flags: 0, payload: [1][...]).encoded()
+        })
+        Thread.sleep(forTimeInterval: 0.1)
+        hold.signal()
+        for _ in 1...1000 { _ = try a.receipt() }
+        let (_, metrics) = try relay.httpGet("/metrics")
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix("relay_turns_yielded_total ") }
+        let yielded = line.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        #expect(yielded >= 1000 / RelayConnection.messagesPerTurn - 1, "\(line ?? "no relay_turns_yielded_total")")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aReaderThatStopsIsDroppedFromThenClosed4002() throws {
         var limits = RelayLimits()
         limits.outboundQueueMaxBytes = 256 * 1024
+        limits.outboundStallMs = 1_000
+        limits.closeFlushTimeoutMs = 500
+        limits.pingIntervalMs = 600  // sweeps every 200 ms
         let relay = try TestRelay(limits: limits)
         defer { relay.stop() }
         let a = try TestClient(relay)
@@ -293,16 +345,89 @@ import Testing
             if try a.receipt().1 == .recipientOffline { offline = true }
         }
         #expect(offline)
+        // It reads nothing: after the stall time it is closed (4002), and let go when its close frame cannot go.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while relay.server.connectionCounts().all > 1, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 1)
         let (_, metrics) = try relay.httpGet("/metrics")
         #expect(metrics.contains("relay_closes_total{reason=\"too_slow\"} 1"))
-        #expect(slow.closeCode(timeout: .seconds(10)) == 4002)
+        #expect(!metrics.contains("relay_frames_dropped_total{reason=\"recipient_slow\"} 0\n"))
+    }
+
+    /// Issue 23: a burst larger than the recipient can take at once no longer closes it (4002). Frames past its
+    /// queue's bound are dropped (RECEIPT 2) while it reads what it got, and it stays connected: closing it let any
+    /// sender knock any device off the relay with a few megabytes.
+    @Test(.timeLimit(.minutes(1)))
+    func aBurstPastTheQueueDoesNotDisconnectTheRecipient() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let b = try TestClient(relay)
+        // B reads nothing while 80 frames of 200 KB (16 MB) arrive at once.
+        let payload = [UInt8](repeating: 7, count: 200_000)
+        try a.ws.send(binaryMessages: (1...80).map {
+            RelayFrame.send(sendID: UInt32($0), recipient: b.pk, flags: 0, payload: payload[...]).encoded()
+        })
+        var statuses: [ReceiptStatus] = []
+        for _ in 1...80 { statuses.append(try a.receipt(timeout: .seconds(10)).1) }
+        #expect(statuses.contains(.recipientOffline))
+        // B reads what it was given, and is still there for the next frame.
+        let delivered = statuses.filter { $0 == .delivered }.count
+        for _ in 0..<delivered {
+            guard case .deliver(a.pk, 0, let got) = try b.next(timeout: .seconds(10)) else {
+                Issue.record("not a DELIVER")
+                return
+            }
+            #expect(got.count == payload.count)
+        }
+        try a.send(999, to: b.pk, payload: [9])
+        #expect(try a.receipt() == (999, .delivered))
+        #expect(try b.next() == .deliver(sender: a.pk, deliveryID: 0, payload: [9][...]))
+    }
+
+    /// Issue 23: a mailbox of large frames is delivered a queue's worth at a time, not a 64-frame page at once
+    /// (16 MiB of maximal frames), which closed any reader that could not take it all at once: a mailbox anyone
+    /// can fill kept its owner from ever draining it.
+    @Test(.timeLimit(.minutes(1)))
+    func aMailboxOfLargeFramesIsDeliveredAQueueAtATime() throws {
+        var limits = RelayLimits()
+        limits.outboundQueueMaxBytes = 256 * 1024
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let a = try TestClient(relay)
+        let cKey = SigningSecretKey.generate()
+        let payload = [UInt8](repeating: 3, count: 200_000)
+        for i in 1...64 {
+            try a.send(UInt32(i), to: cKey.publicKey, store: true, payload: payload)
+            #expect(try a.receipt().1 == .stored)
+        }
+        let c = try TestClient(relay, key: cKey)
+        #expect(c.ready?.stored == 64)
+        var ids: [UInt64] = []
+        for _ in 1...64 {
+            guard case .deliver(_, let id, let got) = try c.next(timeout: .seconds(10)), got.count == payload.count else {
+                Issue.record("stored frame \(ids.count + 1) missing")
+                return
+            }
+            ids.append(id)
+            try c.send(.ack(deliveryID: id))
+        }
+        #expect(ids == ids.sorted() && Set(ids).count == 64)
+        let (_, metrics) = try relay.httpGet("/metrics")
+        #expect(!metrics.contains("too_slow"))
     }
 
     /// Found by tools/soak: a reader closed 4002 that never reads again never takes its close frame, and the
-    /// relay held its socket and queue for good. It is dropped once the close-flush timeout has passed.
+    /// relay held its socket and queue for good. It is dropped once the close-flush timeout has passed (after the
+    /// stall that closes it 4002: a full queue alone no longer does).
     @Test func readerThatNeverReadsIsDroppedAfterTheCloseFlushTimeout() throws {
         var limits = RelayLimits()
         limits.outboundQueueMaxBytes = 256 * 1024
+        limits.outboundStallMs = 500
         limits.closeFlushTimeoutMs = 300
         limits.pingIntervalMs = 600  // the sweep runs every 200 ms
         let relay = try TestRelay(limits: limits)
@@ -389,6 +514,30 @@ import Testing
         #expect(throws: WebSocketClient.Error.self) {
             _ = try WebSocketClient.connect("ws://127.0.0.1:\(relay.server.port)/elsewhere")
         }
+    }
+
+    /// Issue 23: connections reaching the auth deadline together are closed `sweepClosesPerTurn` per loop turn,
+    /// the other connections served in between (10,000 closed in one turn held the relay up for 250 ms).
+    @Test(.timeLimit(.minutes(1)))
+    func aWaveOfExpiringConnectionsIsClosedInTurns() throws {
+        var limits = RelayLimits()
+        limits.authDeadlineMs = 200
+        limits.pingIntervalMs = 300
+        limits.idleTimeoutMs = 10_000
+        let relay = try TestRelay(limits: limits)
+        defer { relay.stop() }
+        let count = 2 * RelayServer.sweepClosesPerTurn + 100
+        var idle: [TCPClientStream] = []
+        for _ in 0..<count {
+            idle.append(try TCPClientStream.connect(host: "127.0.0.1", port: relay.server.port, timeout: .seconds(2)))
+        }
+        defer { for s in idle { s.close() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while relay.server.connectionCounts().all > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(relay.server.connectionCounts().all == 0)
+        #expect(relay.server.onLoop { relay.server.sweepTurnsDeferred } >= 1)
     }
 
     @Test func manyIdleConnectionsDoNotDisturbOthers() throws {
