@@ -239,9 +239,12 @@ final class FakeEngine: ChatEngine {
 final class Inbox: Sendable {
     private let received = Mutex<[InboundMessage]>([])
 
+    /// Reads `messenger.inbound` until the messenger is gone (the task holds the stream, not the messenger, so
+    /// the messenger's release ends it).
     init(_ messenger: LoopbackMessenger) {
+        let inbound = messenger.inbound
         Task { [self] in
-            for await m in messenger.inbound { self.received.withLock { $0.append(m) } }
+            for await m in inbound { self.received.withLock { $0.append(m) } }
         }
     }
 
