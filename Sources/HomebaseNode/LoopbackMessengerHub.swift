@@ -149,4 +149,8 @@ public final class LoopbackMessenger: PeerMessenger {
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
         self.inlineHandler.set(handler)
     }
+
+    /// Whether a handler takes messages where they arrive: a message delivered before one is set waits on
+    /// `inbound`, behind any delivered inline after, so a test that cares about order waits for this first.
+    public var hasInlineHandler: Bool { self.inlineHandler.current != nil }
 }

@@ -342,9 +342,18 @@ final class Harness: Sendable {
     var homebase: PublicKey { self.identity.publicKey }
     var accountKey: PublicKey { get throws { try #require(try self.state.accountKey()).publicKey } }
 
+    /// Starts the daemon without waiting for it (the start-up race tests).
     func start() {
         let daemon = self.daemon
         self.runTask.withLock { $0 = Task { await daemon.run() } }
+    }
+
+    /// Starts the daemon and returns once it serves requests where they arrive (its inline handler is in). A
+    /// request sent earlier waits on `inbound` and is served after later ones, so which request was busy or
+    /// queued was a race, which a slow run (tools/test --sanitize address) lost.
+    func startServing() async {
+        self.start()
+        await eventually("the daemon serving") { self.messenger.hasInlineHandler }
     }
 
     /// Stops the daemon and waits for `run()` to return.
