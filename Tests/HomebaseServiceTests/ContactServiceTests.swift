@@ -219,10 +219,16 @@ extension Message {
         #expect(busy.map(\.errorCode) == ["busy"])
         engine.gate.open()
         _ = await g.inbox.finished("l1")
+        // A request's end is accounted moments after its done reached the guest (the server's next pass), and its
+        // usage written after that (in the background): l3 and l4 must not overtake either.
+        await eventually("l1 ended") { h.daemon.inference.activeCount == 0 }
         // Requests a minute: l1 and l3 count (l2 and l4 below are refused before they count).
         engine.gate.open(10)
         h.guestRequest("l3", from: g.messenger)
         _ = await g.inbox.finished("l3")
+        await eventually("l1's and l3's usage written") {
+            (try? registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 2
+        }
         // Tokens today: 20 used, over the 15 allowed.
         h.guestRequest("l4", from: g.messenger)
         guard case .inferError(let e) = await g.inbox.finished("l4").last else {
@@ -242,6 +248,7 @@ extension Message {
         #expect(rate.code == "busy")
         #expect(rate.message.contains("a minute"))
         h.clock.advance(ms: 60_000)
+        await eventually("l5 ended") { h.daemon.inference.activeCount == 0 }
         h.guestRequest("l7", from: g.messenger)
         #expect(await g.inbox.finished("l7").last?.errorCode == nil)
         await h.stop()
