@@ -8,9 +8,16 @@ import Synchronization
 /// (receipt 0); to a disconnected peer it is stored when `store` (receipt 1, delivered on reconnect, in order)
 /// or refused (receipt 2). It applies the entitlement rule with each recipient's `RelationLookup`, and it can
 /// drop or hold messages to simulate faults. Messages are not encrypted: the crypto is tested elsewhere.
+///
+/// The hub holds its messengers weakly (each messenger holds the hub): a messenger nobody holds any more is gone,
+/// and its peer offline, as a device that left the relay.
 public final class LoopbackMessengerHub: Sendable {
+    private struct Endpoint {
+        weak var messenger: LoopbackMessenger?
+    }
+
     private struct State {
-        var endpoints: [PublicKey: LoopbackMessenger] = [:]
+        var endpoints: [PublicKey: Endpoint] = [:]
         var mailboxes: [PublicKey: [InboundMessage]] = [:]
         /// Messages whose `type` is in this set are silently dropped (never delivered, receipt 0).
         var blackholedTypes: Set<String> = []
@@ -27,21 +34,21 @@ public final class LoopbackMessengerHub: Sendable {
     /// A messenger for `publicKey`, connected at once. `relation` answers the entitlement rule for its inbound.
     public func messenger(for publicKey: PublicKey, relation: @escaping RelationLookup) -> LoopbackMessenger {
         let m = LoopbackMessenger(publicKey: publicKey, hub: self, relation: relation)
-        self.state.withLock { $0.endpoints[publicKey] = m }
+        self.state.withLock { $0.endpoints[publicKey] = Endpoint(messenger: m) }
         m.setConnected(true, stored: 0)
         return m
     }
 
     /// Disconnects `publicKey` (it stays registered; `reconnect` brings it back with its stored messages).
     public func disconnect(_ publicKey: PublicKey) {
-        let m = self.state.withLock { $0.endpoints[publicKey] }
+        let m = self.state.withLock { $0.endpoints[publicKey]?.messenger }
         m?.setConnected(false, stored: 0)
     }
 
     public func reconnect(_ publicKey: PublicKey) {
         let (m, stored) = self.state.withLock { s -> (LoopbackMessenger?, [InboundMessage]) in
             let stored = s.mailboxes.removeValue(forKey: publicKey) ?? []
-            return (s.endpoints[publicKey], stored)
+            return (s.endpoints[publicKey]?.messenger, stored)
         }
         guard let m else { return }
         m.setConnected(true, stored: stored.count)
@@ -70,7 +77,7 @@ public final class LoopbackMessengerHub: Sendable {
         enum Route { case live(LoopbackMessenger), stored, offline, vanished }
         let route: Route = self.state.withLock { s in
             if s.blackholedTypes.contains(message.type) { return .vanished }
-            if let m = s.endpoints[recipient], m.isConnected { return .live(m) }
+            if let m = s.endpoints[recipient]?.messenger, m.isConnected { return .live(m) }
             if store {
                 s.mailboxes[recipient, default: []].append(inbound)
                 return .stored
@@ -108,6 +115,13 @@ public final class LoopbackMessenger: PeerMessenger {
         (self.events, self.eventsContinuation) = AsyncStream.makeStream()
     }
 
+    /// A messenger nobody holds any more ends its streams, as `RelayMessenger.stop()` does: a task still reading
+    /// them finishes instead of waiting for good.
+    deinit {
+        self.inboundContinuation.finish()
+        self.eventsContinuation.finish()
+    }
+
     public var isConnected: Bool { self.connected.load(ordering: .acquiring) }
 
     func setConnected(_ value: Bool, stored: Int) {
@@ -135,4 +149,8 @@ public final class LoopbackMessenger: PeerMessenger {
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {
         self.inlineHandler.set(handler)
     }
+
+    /// Whether a handler takes messages where they arrive: a message delivered before one is set waits on
+    /// `inbound`, behind any delivered inline after, so a test that cares about order waits for this first.
+    public var hasInlineHandler: Bool { self.inlineHandler.current != nil }
 }

@@ -40,7 +40,9 @@ public final class InferenceResponseRouter: Sendable {
     public let messenger: any PeerMessenger
     private let state = Mutex(State())
 
-    /// Starts consuming `messenger.inbound` and `messenger.events` at once; `stop()` ends that. Takes the
+    /// Starts consuming `messenger.inbound` and `messenger.events` at once; `stop()` ends that, and so does
+    /// releasing the router (its tasks hold it weakly: they wait on streams of the messenger it holds, and a
+    /// strong hold would keep router, messenger and tasks alive for good once their owner let go). Takes the
     /// messenger's inline path for every message that is not an inference answer.
     ///
     /// - Parameters:
@@ -56,15 +58,17 @@ public final class InferenceResponseRouter: Sendable {
         }
         let inbound = messenger.inbound
         let connection = messenger.events
-        let inboundTask = Task { [self] in
-            for await message in inbound { self.route(message) }
+        let inboundTask = Task { [weak self] in
+            for await message in inbound { self?.route(message) }
         }
-        let eventsTask = Task { [self] in
-            for await event in connection { self.handle(event) }
+        let eventsTask = Task { [weak self] in
+            for await event in connection { self?.handle(event) }
         }
         self.state.withLock { $0.tasks = [inboundTask, eventsTask] }
         messenger.setInlineHandler { [weak self] inbound in self?.routeInline(inbound) ?? false }
     }
+
+    deinit { self.stop() }
 
     /// Sets the handler for messages that are not inference answers (replacing any earlier one).
     public func setOtherMessagesHandler(_ handler: @escaping @Sendable (InboundMessage) -> Void) {

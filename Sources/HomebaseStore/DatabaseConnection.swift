@@ -124,8 +124,14 @@ public final class DatabaseConnection {
     private func prepared(_ sql: String) throws -> OpaquePointer {
         if let cached = self.statements[sql] { return cached }
         var statement: OpaquePointer? = nil
-        var tail: UnsafePointer<CChar>? = nil
-        let rc = sqlite3_prepare_v3(self.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, &tail)
+        // The tail points into the C string SQLite compiled, so it is read inside withCString: a String passed
+        // straight to the C parameter becomes a temporary copy, freed as soon as the call returns.
+        let (rc, trailing) = sql.withCString { text -> (Int32, Bool) in
+            var tail: UnsafePointer<CChar>? = nil
+            let rc = sqlite3_prepare_v3(self.handle, text, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, &tail)
+            let trailing = tail.map { !String(cString: $0).allSatisfy { $0.isWhitespace || $0 == ";" } } ?? false
+            return (rc, trailing)
+        }
         guard rc == SQLITE_OK else {
             sqlite3_finalize(statement)
             throw self.error("sqlite3_prepare_v3", rc)
@@ -134,7 +140,7 @@ public final class DatabaseConnection {
             // An empty string or a comment compiles to no statement at all.
             throw StoreError.sqlite(function: "sqlite3_prepare_v3", code: SQLITE_MISUSE, message: "no statement in SQL")
         }
-        if let tail, !String(cString: tail).allSatisfy({ $0.isWhitespace || $0 == ";" }) {
+        if trailing {
             sqlite3_finalize(statement)
             throw StoreError.sqlite(
                 function: "sqlite3_prepare_v3",

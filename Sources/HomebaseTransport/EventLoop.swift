@@ -38,7 +38,8 @@ public final class EventLoop: @unchecked Sendable {
     let readBuffer: UnsafeMutableRawBufferPointer
     private let events: UnsafeMutablePointer<epoll_event>
 
-    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    /// Work from `execute`; nil once `run()` has returned (later work is dropped, not kept forever).
+    private let inbox = Mutex<[@Sendable () -> Void]?>([])
     private let stopRequested = Atomic<Bool>(false)
     /// pthread_self() of the running thread, 0 before `run()`.
     private let runningThread = Atomic<UInt>(0)
@@ -109,11 +110,12 @@ public final class EventLoop: @unchecked Sendable {
         self.wake()
     }
 
-    /// Runs `work` on the loop thread soon. Thread-safe. Work submitted after `run()` returned never runs.
+    /// Runs `work` on the loop thread soon. Thread-safe. Work submitted after `run()` returned never runs, and is
+    /// released at once.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         let wasEmpty = self.inbox.withLock { queue in
-            queue.append(work)
-            return queue.count == 1
+            queue?.append(work)
+            return queue?.count == 1
         }
         // Only the first item since the last drain needs a wakeup: the loop reads the eventfd before it
         // takes the queue, so a later item either rides along or finds the queue empty and writes again.
@@ -160,7 +162,9 @@ public final class EventLoop: @unchecked Sendable {
     var timerCount: Int { self.timers.count }
 
     /// Runs the loop on the calling thread until `stop()`. On return every listener and connection
-    /// still open has been closed (delegates told), and pending `execute` work has run.
+    /// still open has been closed (delegates told), and pending `execute` work has run. The loop then lets go of
+    /// every callback it holds (timers, the flush handler, sources): they typically capture the loop's owner,
+    /// which holds the loop, and that cycle would keep a stopped server, its descriptors and its database alive.
     public func run() {
         self.runningThread.store(UInt(pthread_self()), ordering: .relaxed)
         defer { self.runningThread.store(0, ordering: .relaxed) }
@@ -170,6 +174,12 @@ public final class EventLoop: @unchecked Sendable {
         self.drainInbox()
         for slot in self.slots { slot.source?.loopIsClosing() }
         self.runDeferred()
+        let late = self.inbox.withLock { $0.take() }
+        _ = consume late  // released outside the lock: a closure's captures may call `execute` as they go
+        self.timers = TimerHeap()
+        self.flushHandler = nil
+        self.slots = []
+        self.registeredCount = 0
     }
 
     private func runOnce() {
@@ -236,8 +246,8 @@ public final class EventLoop: @unchecked Sendable {
         // Reset the eventfd before taking the queue (see `execute`); EAGAIN just means it was zero.
         _ = Glibc.read(self.wakeFD, &counter, 8)
         let work = self.inbox.withLock { queue in
-            let taken = queue
-            queue.removeAll()
+            let taken = queue ?? []
+            queue?.removeAll()
             return taken
         }
         for item in work {

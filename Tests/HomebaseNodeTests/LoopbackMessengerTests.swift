@@ -24,4 +24,27 @@ import Testing
         #expect(seen.count == 2_000)
         #expect(abs(seen[0] - seen[seen.count - 1]) < 1_024, "the handler ran \(seen[0] - seen[seen.count - 1]) bytes deeper")
     }
+
+    /// A messenger nobody holds is gone: the hub holds it weakly (its peer is then offline) and its streams end,
+    /// so a task reading them finishes. The hub held its messengers, each holding the hub, and a reader of
+    /// `inbound` waited for good: every test's hub, messengers and readers lived until the process ended.
+    @Test func aMessengerNobodyHoldsIsGoneAndEndsItsStreams() async {
+        let hub = LoopbackMessengerHub()
+        let a = hub.messenger(for: SigningSecretKey.generate().publicKey) { _ in .sibling }
+        let bKey = SigningSecretKey.generate().publicKey
+        weak var released: LoopbackMessenger?
+        let reader: Task<Int, Never>
+        do {
+            let b = hub.messenger(for: bKey) { _ in .sibling }
+            released = b
+            let inbound = b.inbound
+            reader = Task { await inbound.reduce(0) { count, _ in count + 1 } }
+            #expect(await a.sendAndWait(.inferCancel(id: "1"), to: bKey, channel: .syncDelta, store: false)
+                == .receipt(.delivered))
+        }
+        #expect(released == nil)
+        #expect(await reader.value == 1)
+        #expect(await a.sendAndWait(.inferCancel(id: "2"), to: bKey, channel: .syncDelta, store: false)
+            == .receipt(.recipientOffline))
+    }
 }

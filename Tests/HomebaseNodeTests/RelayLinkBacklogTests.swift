@@ -87,7 +87,7 @@ import Glibc
         let relay = try LocalRelay()
         defer { relay.stop() }
         let receiver = RelayLinkDirectWriteTests.Peer(relay)
-        defer { receiver.link.stop() }
+        defer { receiver.stop() }
         try receiver.waitConnected()
         var options = RelayLink.Options()
         options.maxBacklogBytes = 1024
@@ -116,7 +116,7 @@ import Glibc
         let proxy = try PausableProxy(to: relay.server.port)
         defer { proxy.stop() }
         let receiver = RelayLinkDirectWriteTests.Peer(relay)
-        defer { receiver.link.stop() }
+        defer { receiver.stop() }
         try receiver.waitConnected()
 
         var options = RelayLink.Options()

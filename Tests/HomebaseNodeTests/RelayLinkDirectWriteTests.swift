@@ -40,6 +40,13 @@ import Testing
             self.link.start()
         }
 
+        /// Stops the link and lets go of it: the record holds the link, whose handler holds the record, and that
+        /// cycle would keep both (and the link's buffers) alive after the test.
+        func stop() {
+            self.link.stop()
+            self.record.link.withLock { $0 = nil }
+        }
+
         func waitConnected() throws {
             guard self.record.connected.wait(timeout: .now() + 5) == .success else { throw MessengerTestError("no connection") }
         }
@@ -61,7 +68,7 @@ import Testing
         let relay = try LocalRelay()
         defer { relay.stop() }
         let a = Peer(relay), b = Peer(relay, acks: acks)
-        defer { a.link.stop(); b.link.stop(); b.record.link.withLock { $0 = nil } }
+        defer { a.stop(); b.stop() }
         try a.waitConnected()
         try b.waitConnected()
         try body(a, b)

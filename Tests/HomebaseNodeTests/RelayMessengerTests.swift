@@ -49,12 +49,6 @@ func connectedMessenger(_ relay: LocalRelay, key: SigningSecretKey = .generate()
     return m
 }
 
-/// The address of a local in the caller's frame: where the stack stands at the call (it grows downwards).
-@inline(never)
-func stackDepthMarker() -> Int {
-    var local = 0
-    return withUnsafeMutablePointer(to: &local) { Int(bitPattern: $0) }
-}
 
 /// A local relay and two messengers connected to it (`b` answering the entitlement rule with `bRelation`); `stop()`
 /// ends all three.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Runs the built `handset` and `guest` binaries (.build/debug) through the contract's offline commands.
+/// Runs the built `handset` and `guest` binaries (next to the test bundle) through the contract's offline commands.
 @Suite(.timeLimit(.minutes(1))) struct DeviceCLISmokeTests {
     struct Run {
         var status: Int32
@@ -12,14 +12,18 @@ import Testing
         }
     }
 
-    static let binaries = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/debug")
+    /// The products directory of the build running this test, so a sanitized build (its own scratch path) runs
+    /// its own sanitized binaries.
+    static let binaries = Bundle.main.bundleURL
 
     func run(_ tool: String, _ args: [String], state: String) throws -> Run {
         let process = Process()
         process.executableURL = Self.binaries.appendingPathComponent(tool)
         process.arguments = ["--state", state] + args
+        // A clean environment, but for the sanitizers' options (tools/test --sanitize).
+        let inherited = ProcessInfo.processInfo.environment
         process.environment = ["HOME": state]
+            .merging(inherited.filter { ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key) }) { $1 }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

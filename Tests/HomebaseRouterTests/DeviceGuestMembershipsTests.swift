@@ -11,6 +11,8 @@ import Testing
     let clock = ManualClock(1_800_000_000_000)
     let memberships: GuestMemberships
     let guest: LoopbackMessenger
+    /// The host's end, held so the hub (which holds messengers weakly) keeps the host connected.
+    let hostMessenger: LoopbackMessenger
 
     init() {
         let clock = self.clock
@@ -18,7 +20,7 @@ import Testing
                                            selfKey: self.guestKey, clock: { clock.read() })
         self.memberships = memberships
         self.guest = self.hub.messenger(for: self.guestKey) { memberships.relation(of: $0) }
-        _ = self.hub.messenger(for: self.host.publicKey) { _ in .contact }
+        self.hostMessenger = self.hub.messenger(for: self.host.publicKey) { _ in .contact }
     }
 
     private func deliver(_ message: Message, from sender: PublicKey? = nil) -> GuestInboundOutcome {

@@ -65,4 +65,19 @@ import Testing
         }
         #expect(await eventually { nodeEvents.withLock { $0.last } == .disconnected(closeCode: nil) })
     }
+
+    /// A router its owner let go of without `stop()` is freed, and its tasks end: they held it strongly while
+    /// waiting on the streams of the messenger it holds, so router, messenger and tasks lived on for good.
+    @Test func aRouterDroppedWithoutStopIsFreed() async throws {
+        let hub = LoopbackMessengerHub()
+        let client = hub.messenger(for: RelayRig.clientKey) { _ in .sibling }
+        weak var released: InferenceResponseRouter?
+        do {
+            let responses = InferenceResponseRouter(messenger: client)
+            released = responses
+            let (_, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
+            responses.register(id: "r1", host: RelayRig.hostKey, channel: .syncDelta, sink: sink)
+        }
+        #expect(released == nil)
+    }
 }

@@ -11,8 +11,7 @@ import Testing
         #expect(box.relation(key) == .stranger)  // nothing set yet
         let depths = Mutex<[Int]>([])
         box.set { _ in
-            var local = 0
-            let depth = withUnsafeMutablePointer(to: &local) { Int(bitPattern: $0) }
+            let depth = stackDepthMarker()
             depths.withLock { $0.append(depth) }
             return .sibling
         }

@@ -25,7 +25,7 @@ import Testing
     @Test func startChangeRequestAndHeartbeatEachSendAFreshSignedAdvert() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
 
         await eventually("start advert") { Self.verifiedAdverts(phone.inbox, host: h.homebase).count == 1 }
         let start = try #require(Self.verifiedAdverts(phone.inbox, host: h.homebase).first)
@@ -58,7 +58,7 @@ import Testing
     @Test func aStatusUpdateThatChangesNothingAdvertisedSendsNothing() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         await eventually("start advert") { Self.verifiedAdverts(phone.inbox, host: h.homebase).count == 1 }
         var same = FakeRuntime.up()
         same.checkedAtMs = 999
@@ -73,7 +73,7 @@ import Testing
     @Test func anUnavailableRuntimeAdvertisesNoModels() async throws {
         let h = try Harness(runtime: FakeRuntime(FakeRuntime.down()))
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         await eventually("start advert") { Self.verifiedAdverts(phone.inbox, host: h.homebase).count == 1 }
         #expect(Self.verifiedAdverts(phone.inbox, host: h.homebase).first?.models == [])
 
@@ -93,7 +93,7 @@ import Testing
     @Test func heartbeatsAreLiveAndChangesAreStored() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         await eventually("start advert") { Self.verifiedAdverts(phone.inbox, host: h.homebase).count == 1 }
 
         h.hub.disconnect(phone.key)

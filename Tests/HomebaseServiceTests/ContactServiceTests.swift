@@ -43,7 +43,7 @@ extension Message {
 @Suite(.timeLimit(.minutes(1))) struct ContactServiceTests {
     @Test func aJoinIsPendingThenAGrantSendsASignedGrantAndAnAdvert() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = h.guest(0x21)
         g.messenger.send(.contactJoin(name: "Ann"), to: h.homebase, channel: .contact, store: false)
         await eventually("pending") { (try? h.contacts.registry.record(for: g.key)?.state) == .pending }
@@ -94,7 +94,7 @@ extension Message {
         let g = h.guest(0x22)
         // Granted before it ever joined and before the daemon runs: delivered on start.
         try h.contacts.registry.grant(guest: g.key, models: .all, expiresAt: nil, nowMs: h.clock.value)
-        h.start()
+        await h.startServing()
         _ = await g.inbox.first("first grant") { if case .contactGrant = $0 { true } else { false } }
         g.messenger.send(.contactJoin(name: "Bo"), to: h.homebase, channel: .contact, store: false)
         await eventually("grant and advert again") {
@@ -108,7 +108,7 @@ extension Message {
 
     @Test func anExpiredGrantIsNotGrantedAndGetsNoAdverts() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x23, expiresAt: h.clock.value + 1_000)
         h.guestRequest("e1", from: g.messenger)
         #expect(await g.inbox.finished("e1").last?.errorCode == nil)
@@ -123,7 +123,7 @@ extension Message {
     @Test func revokingMidStreamStopsTheStreamAndTheNextRequest() async throws {
         let engine = FakeEngine([.text("partial"), .hang])
         let h = try Harness(engine: engine)
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x24)
         h.guestRequest("r1", from: g.messenger)
         _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
@@ -141,7 +141,7 @@ extension Message {
     @Test func aRevokeFromTheCLIProcessReachesTheRunningDaemon() async throws {
         let engine = FakeEngine([.text("partial"), .hang])
         let h = try Harness(engine: engine)
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x25)
         h.guestRequest("c1", from: g.messenger)
         _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
@@ -159,7 +159,7 @@ extension Message {
 
     @Test func strangersAreRateLimitedAndGetSilence() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = h.guest(0x26)
         try await h.contacts.grant(guest: g.key, models: .all, expiresAt: nil)
         for i in 0..<100 {
@@ -191,7 +191,7 @@ extension Message {
 
     @Test func aReplayedRequestIDIsServedOnce() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x27)
         h.guestRequest("same", from: g.messenger)
         _ = await g.inbox.finished("same")
@@ -206,7 +206,7 @@ extension Message {
     @Test func perGuestLimitsAnswerBusy() async throws {
         let engine = FakeEngine([.waitForGate, .text("ok"), .finish(.stop, Usage(promptTokens: 7, completionTokens: 3))])
         let h = try Harness(engine: engine)
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x28)
         let registry = try h.contacts.registry
         try registry.setLimits(guest: g.key, GuestLimitOverride(maxConcurrent: 1, requestsPerMinute: 3,
@@ -219,10 +219,16 @@ extension Message {
         #expect(busy.map(\.errorCode) == ["busy"])
         engine.gate.open()
         _ = await g.inbox.finished("l1")
+        // A request's end is accounted moments after its done reached the guest (the server's next pass), and its
+        // usage written after that (in the background): l3 and l4 must not overtake either.
+        await eventually("l1 ended") { h.daemon.inference.activeCount == 0 }
         // Requests a minute: l1 and l3 count (l2 and l4 below are refused before they count).
         engine.gate.open(10)
         h.guestRequest("l3", from: g.messenger)
         _ = await g.inbox.finished("l3")
+        await eventually("l1's and l3's usage written") {
+            (try? registry.usageToday(guest: g.key, nowMs: h.clock.value).requests) == 2
+        }
         // Tokens today: 20 used, over the 15 allowed.
         h.guestRequest("l4", from: g.messenger)
         guard case .inferError(let e) = await g.inbox.finished("l4").last else {
@@ -242,6 +248,7 @@ extension Message {
         #expect(rate.code == "busy")
         #expect(rate.message.contains("a minute"))
         h.clock.advance(ms: 60_000)
+        await eventually("l5 ended") { h.daemon.inference.activeCount == 0 }
         h.guestRequest("l7", from: g.messenger)
         #expect(await g.inbox.finished("l7").last?.errorCode == nil)
         await h.stop()
@@ -249,7 +256,7 @@ extension Message {
 
     @Test func usageIsCountedAfterDoneAndListed() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x29)
         h.guestRequest("u1", from: g.messenger)
         h.guestRequest("u2", from: g.messenger)
@@ -270,7 +277,7 @@ extension Message {
     @Test func anAnswerCutShortIsChargedForWhatWasStreamed() async throws {
         let h = try Harness()
         h.engine.setScript([.read(["a", "b", "c"]), .hang])
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x2B)
         h.guestRequest("x1", from: g.messenger)
         await eventually("text streamed") {
@@ -313,7 +320,7 @@ extension Message {
     @Test func guestsGetAdvertsOnEventsButNoHeartbeat() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x2A)
         let before = g.inbox.messages.filter(\.isAdvert).count
         let phoneBefore = phone.inbox.messages.filter(\.isAdvert).count
@@ -342,7 +349,7 @@ extension Message {
     @Test func leavingForgetsTheGuestAndStopsItsStreams() async throws {
         let engine = FakeEngine([.text("partial"), .hang])
         let h = try Harness(engine: engine)
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x2C)
         let authorizer = try h.contacts.authorizer
         h.guestRequest("v1", from: g.messenger)
@@ -366,7 +373,7 @@ extension Message {
 
     @Test func aLeavingGuestsRequestsGetNoAnswer() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x2D)
         let authorizer = try h.contacts.authorizer
         // Between the leave's start and the guest's removal (streams stopped, usage written), a request that
@@ -386,7 +393,7 @@ extension Message {
 
     @Test func theConversationCacheServesFollowUpsAndMissesAfterEviction() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let g = try await h.grantedGuest(0x2D)
         let first = [ChatMessage(role: "user", content: "hi")]
         h.guestRequest("k1", from: g.messenger, messages: first, conversation: ConversationRef(id: "conv"))

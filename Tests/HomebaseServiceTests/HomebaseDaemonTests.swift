@@ -9,7 +9,7 @@ import Testing
         let engine = FakeEngine([.text("long answer"), .hang])
         let h = try Harness(engine: engine)
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         h.request("s1", from: phone.messenger)
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         await h.stop()
@@ -23,7 +23,7 @@ import Testing
     @Test func theDaemonSyncsTheReplaySet() async throws {
         let h = try Harness(unsyncedSeen: true)
         let seen = try #require(h.seen)
-        h.start()
+        await h.startServing()
         for id: UInt8 in 1...2 {
             #expect(try seen.insertIfNew(sender: testKey(0x31), messageID: [id], sentAtMs: h.clock.value))
             await eventually("synced by the state poll") { !seen.hasUnsyncedIDs }
@@ -33,7 +33,7 @@ import Testing
 
     @Test func aPairingMadeByAnotherProcessIsPickedUp() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         // The CLI's own connection: it pairs a device by writing the state database directly.
         let cli = try HomebaseState(path: h.directoryOnDisk.file("state.db"))
         let pairing = PairingService(state: cli)
@@ -68,7 +68,7 @@ import Testing
     @Test func siblingsRosterAndAdvertsAreIgnored() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         let roster = try #require(try h.state.currentRoster())
         phone.messenger.send(.roster(roster.blob), to: h.homebase, channel: .syncDelta, store: false)
         phone.messenger.send(.advert(roster.blob), to: h.homebase, channel: .syncDelta, store: false)

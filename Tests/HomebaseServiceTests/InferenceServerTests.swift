@@ -9,12 +9,12 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct InferenceServerTests {
     /// A running daemon with one paired phone.
     static func setUp(engine: FakeEngine = FakeEngine(), runtime: FakeRuntime = FakeRuntime(),
-                      maxConcurrent: Int = 4, maxQueued: Int = 16) throws
+                      maxConcurrent: Int = 4, maxQueued: Int = 16) async throws
         -> (Harness, (key: PublicKey, messenger: LoopbackMessenger, inbox: Inbox))
     {
         let h = try Harness(runtime: runtime, engine: engine, maxConcurrent: maxConcurrent, maxQueued: maxQueued)
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         return (h, phone)
     }
 
@@ -22,7 +22,7 @@ import Testing
         // Each piece waits for the gate so no coalescing happens: one chunk per piece.
         let engine = FakeEngine([.text("Hel"), .waitForGate, .text("lo"), .waitForGate, .text("!"),
                                  .finish(.length, Usage(promptTokens: 5, completionTokens: 3))])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("r1", from: phone.messenger)
         _ = await phone.inbox.first("chunk 0") { if case .inferChunk = $0 { true } else { false } }
         h.clock.advance(ms: 100)
@@ -49,7 +49,7 @@ import Testing
 
     @Test func aRequestIsAdmittedWhereItArrivesSoItsAcceptIsSentWithinTheSend() async throws {
         let engine = FakeEngine([.waitForGate, .text("x"), .finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("w1", from: phone.messenger)
         _ = await phone.inbox.first("the first accept") { if case .inferAccept = $0 { true } else { false } }
         // The daemon runs, so its inline handler is set: the loopback delivers on the sender's thread, as the
@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func aRequestThatComesAfterItsCancelIsNotServed() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         // The cancel overtook its request (the request was held up on its way): the id is spent.
         phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
         h.request("k1", from: phone.messenger)
@@ -78,7 +78,7 @@ import Testing
     }
 
     @Test func onlySiblingsOnSyncDeltaAreServedWhateverReachesTheServer() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         // The messenger's entitlement rule already drops these; the server's authorizer decides again, so a
         // messenger wired to an older roster (or a channel it let through) serves no one it should not.
         let stranger = testKey(0x5A)
@@ -96,7 +96,7 @@ import Testing
     }
 
     @Test func optionsReachTheEngine() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
         request.options = InferOptions(temperature: 0.2, topP: 0.9, maxTokens: 64, stop: ["\n"], seed: 7)
         phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
@@ -114,7 +114,7 @@ import Testing
         let tokens = (0..<200).map { "tok\($0) " }
         let engine = FakeEngine([.text(tokens[0]), .waitForGate] + tokens.dropFirst().map { .text($0) }
                                 + [.finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("c1", from: phone.messenger)
         let first = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
         #expect(first == .inferChunk(InferChunk(id: "c1", seq: 0, text: "tok0 ")))
@@ -138,7 +138,7 @@ import Testing
         // their UTF-8 length.
         let engine = FakeEngine([.text("a"), .waitForGate, .read(["b", "é", "🙂d"]), .waitForGate, .read(["e", "f"]),
                                  .finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("b1", from: phone.messenger)
         _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
         h.clock.advance(ms: 30)
@@ -156,7 +156,7 @@ import Testing
         // A read of 40,000 bytes of text (a fast runtime read late) must not become one 40 KB chunk.
         let big = String(repeating: "x", count: 40_000)
         let engine = FakeEngine([.text("a"), .waitForGate, .read([big]), .finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("h1", from: phone.messenger)
         _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
         h.clock.advance(ms: 30)
@@ -174,7 +174,7 @@ import Testing
 
     @Test func heldTextIsFlushedWhenTheEngineGoesQuiet() async throws {
         let engine = FakeEngine([.text("a"), .text("b"), .waitForGate, .finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("q1", from: phone.messenger)
         _ = await phone.inbox.first("first chunk") { if case .inferChunk = $0 { true } else { false } }
         // "b" is held; once the window has passed, the flush timer sends it although nothing else arrives.
@@ -199,7 +199,7 @@ import Testing
         ("no model", InferRequest(id: "b", model: "", messages: [.user("x")])),
     ])
     func malformedRequestsGetBadRequest(label: String, request: InferRequest) async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
         let got = await phone.inbox.finished("b")
         #expect(got.count == 1)
@@ -258,7 +258,7 @@ import Testing
         let engine = FakeEngine([.text("x"), .waitForGate, .finish(.stop, nil)])
         let h = try Harness(engine: engine, limits: limits, maxConcurrent: 5, maxQueued: 4, readCadence: cadence)
         let phone = try h.enrolledHandset(0x11)
-        h.start()
+        await h.startServing()
         for i in 1...7 { h.request("c\(i)", from: phone.messenger) }
         await eventually("five streaming") { h.daemon.inference.activeCount == 5 }
         #expect(cadence.interval == .milliseconds(60))
@@ -276,7 +276,7 @@ import Testing
     @Test func unknownOrNonCompletionModelsAreUnavailable() async throws {
         let runtime = FakeRuntime(FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"),
                                                   FakeRuntime.model("nomic-embed-text", capabilities: ["embedding"])]))
-        let (h, phone) = try Self.setUp(runtime: runtime)
+        let (h, phone) = try await Self.setUp(runtime: runtime)
         h.request("u1", from: phone.messenger, model: "llama3.2:3b")
         h.request("u2", from: phone.messenger, model: "nomic-embed-text")
         #expect(await phone.inbox.finished("u1").map(\.errorCode) == ["model_unavailable"])
@@ -286,7 +286,7 @@ import Testing
     }
 
     @Test func aDownRuntimeIsRuntimeUnavailable() async throws {
-        let (h, phone) = try Self.setUp(runtime: FakeRuntime(FakeRuntime.down()))
+        let (h, phone) = try await Self.setUp(runtime: FakeRuntime(FakeRuntime.down()))
         h.request("d1", from: phone.messenger)
         #expect(await phone.inbox.finished("d1").map(\.errorCode) == ["runtime_unavailable"])
         #expect(h.engine.calls == 0)
@@ -303,7 +303,7 @@ import Testing
     ])
     func engineErrorsMapToCodesAndTriggerReverification(error: ChatEngineError, code: String) async throws {
         let engine = FakeEngine([.text("partial"), .fail(error)])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("e1", from: phone.messenger)
         let got = await phone.inbox.finished("e1")
         #expect(got.first == .inferAccept(InferAccept(id: "e1", model: "qwen2.5:7b")))
@@ -315,7 +315,7 @@ import Testing
     }
 
     @Test func aStreamThatEndsWithoutFinishingIsAHostError() async throws {
-        let (h, phone) = try Self.setUp(engine: FakeEngine([.text("cut")]))
+        let (h, phone) = try await Self.setUp(engine: FakeEngine([.text("cut")]))
         h.request("x1", from: phone.messenger)
         #expect(await phone.inbox.finished("x1").last?.errorCode == "host_error")
         await h.stop()
@@ -323,7 +323,7 @@ import Testing
 
     @Test func cancelStopsTheEngineAndFreesTheSlot() async throws {
         let engine = FakeEngine([.text("thinking"), .hang])
-        let (h, phone) = try Self.setUp(engine: engine, maxConcurrent: 1, maxQueued: 1)
+        let (h, phone) = try await Self.setUp(engine: engine, maxConcurrent: 1, maxQueued: 1)
         h.request("k1", from: phone.messenger)
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         // Someone else's cancel for the same id does nothing.
@@ -344,7 +344,7 @@ import Testing
 
     @Test func aRequesterThatGoesOfflineAbortsTheRequest() async throws {
         let engine = FakeEngine([.text("one"), .waitForGate, .text("two"), .hang])
-        let (h, phone) = try Self.setUp(engine: engine)
+        let (h, phone) = try await Self.setUp(engine: engine)
         h.request("g1", from: phone.messenger)
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         h.hub.disconnect(phone.key)
@@ -361,7 +361,7 @@ import Testing
     }
 
     @Test func endsToldInOnePassOfTheEngineCostOneHop() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         let server = h.daemon.inference
         // Five streams ending within one pass of the engine's loop (as paced reads make them): one pass of the
         // server's deferred work handles them all. (Unknown jobs: each end is then ignored, as a late one would be.)
@@ -384,7 +384,7 @@ import Testing
 
     @Test func busyWhenEverySlotAndTheQueueAreTaken() async throws {
         let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
-        let (h, phone) = try Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)
+        let (h, phone) = try await Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)
         for i in 1...4 { h.request("b\(i)", from: phone.messenger) }
         #expect(await phone.inbox.finished("b4").map(\.errorCode) == ["busy"])
         // Three were admitted and accepted at once, the third queued.
@@ -404,7 +404,7 @@ import Testing
     }
 
     @Test func aRepeatedRequestIDIsServedOnce() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         h.request("same", from: phone.messenger)
         _ = await phone.inbox.finished("same")
         h.request("same", from: phone.messenger)
@@ -418,7 +418,7 @@ import Testing
     }
 
     @Test func strangersGetNothingOnEitherChannel() async throws {
-        let (h, phone) = try Self.setUp()
+        let (h, phone) = try await Self.setUp()
         let stranger = h.device(0x66)
         h.request("s1", from: stranger.messenger)
         h.request("s2", from: stranger.messenger, channel: .contact)
@@ -434,7 +434,7 @@ import Testing
     @Test func anUnknownContactGetsSilenceEvenPastTheMessenger() async throws {
         // The messenger's entitlement lets a contact through; the default authorizer still answers nothing.
         let h = try Harness()
-        h.start()
+        await h.startServing()
         let guest = testKey(0x77)
         await h.daemon.dispatch(InboundMessage(
             sender: guest, channel: .contact,

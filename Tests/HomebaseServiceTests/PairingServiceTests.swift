@@ -7,7 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct PairingServiceTests {
     @Test func aHandsetPairsAndEverySiblingLearnsTheNewRoster() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         defer { Task { await h.stop() } }
         let first = try await h.pairedHandset(0x11, name: "phone")
 
@@ -73,7 +73,7 @@ import Testing
 
     @Test func aRejectIsSentToTheRequester() async throws {
         let h = try Harness()
-        h.start()
+        await h.startServing()
         defer { Task { await h.stop() } }
         let stranger = h.device(0x33)
         stranger.messenger.send(.pairRequest(secret: String(repeating: "ab", count: 16), name: "x"),

@@ -239,9 +239,12 @@ final class FakeEngine: ChatEngine {
 final class Inbox: Sendable {
     private let received = Mutex<[InboundMessage]>([])
 
+    /// Reads `messenger.inbound` until the messenger is gone (the task holds the stream, not the messenger, so
+    /// the messenger's release ends it).
     init(_ messenger: LoopbackMessenger) {
+        let inbound = messenger.inbound
         Task { [self] in
-            for await m in messenger.inbound { self.received.withLock { $0.append(m) } }
+            for await m in inbound { self.received.withLock { $0.append(m) } }
         }
     }
 
@@ -339,9 +342,18 @@ final class Harness: Sendable {
     var homebase: PublicKey { self.identity.publicKey }
     var accountKey: PublicKey { get throws { try #require(try self.state.accountKey()).publicKey } }
 
+    /// Starts the daemon without waiting for it (the start-up race tests).
     func start() {
         let daemon = self.daemon
         self.runTask.withLock { $0 = Task { await daemon.run() } }
+    }
+
+    /// Starts the daemon and returns once it serves requests where they arrive (its inline handler is in). A
+    /// request sent earlier waits on `inbound` and is served after later ones, so which request was busy or
+    /// queued was a race, which a slow run (tools/test --sanitize address) lost.
+    func startServing() async {
+        self.start()
+        await eventually("the daemon serving") { self.messenger.hasInlineHandler }
     }
 
     /// Stops the daemon and waits for `run()` to return.

@@ -100,6 +100,22 @@ import Testing
         try db.execute("SELECT 1;  ")
     }
 
+    /// Whether anything follows the first statement is read while the SQL's C string is alive. It was once read
+    /// through SQLite's tail pointer after the call returned, from the temporary C copy of the String already
+    /// freed: a heap-use-after-free that `tools/test --sanitize address` reports here.
+    @Test func textAfterTheStatementIsReadFromTheLiveSQL() throws {
+        let db = try Database(path: ":memory:")
+        try db.execute("CREATE TABLE t(x TEXT)")
+        let long = String(repeating: "x", count: 200)
+        for tail in ["", ";", " ; ;\n\t", ";   ;"] {
+            try db.execute("INSERT INTO t VALUES ('\(long)')" + tail)
+        }
+        for tail in ["; SELECT 2", ";x", " junk"] {
+            #expect(throws: StoreError.self) { try db.execute("INSERT INTO t VALUES ('\(long)')" + tail) }
+        }
+        #expect(try db.query("SELECT count(*) FROM t").first?.int64(0) == 4)
+    }
+
     @Test func transactionRollsBackOnThrow() throws {
         struct Boom: Error {}
         let db = try Database(path: ":memory:")

@@ -79,6 +79,7 @@ final class TLSEchoServer {
         }
         guard let port = UInt16(String(decoding: line, as: UTF8.self)) else {
             kill(self.process.processIdentifier, SIGKILL)
+            self.process.waitUntilExit()
             throw TransportError.connectFailed("TLS echo server printed no port")
         }
         self.port = port

@@ -81,6 +81,31 @@ struct UncheckedBox<Value>: @unchecked Sendable {
 // MARK: Tests
 
 @Suite struct EventLoopTests {
+    /// A stopped loop lets go of the callbacks it holds. Its owner's flush handler and timers capture the owner,
+    /// which holds the loop: that cycle kept every stopped relay (its descriptors, its database) alive for good.
+    @Test(.timeLimit(.minutes(1)))
+    func aStoppedLoopReleasesItsOwnersCallbacks() throws {
+        final class Owner: Sendable {
+            let loop: EventLoop
+            init(_ loop: EventLoop) { self.loop = loop }
+        }
+        weak var released: Owner?
+        do {
+            let thread = try LoopThread()
+            let owner = Owner(thread.loop)
+            released = owner
+            _ = thread.sync { loop in
+                loop.setFlushHandler { _ = owner.loop }
+                loop.scheduleTimer(after: .seconds(60)) { _ = owner.loop }
+                return true
+            }
+            #expect(thread.stop())
+            // Work submitted after the loop ended never runs, and is not kept either.
+            thread.loop.execute { _ = owner.loop }
+        }
+        #expect(released == nil)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func timersFireInDeadlineOrderAndCancelledTimersDoNot() throws {
         let fired = Probe<[String]>([])

@@ -199,15 +199,18 @@ server.serve_forever()
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else {
             kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
             throw CocoaError(.fileReadCorruptFile)
         }
         self.port = port
     }
 
     deinit {
-        // SIGKILL: the test runner's threads may block SIGTERM, and a child inherits that mask.
-        // Not waiting for the exit: Foundation reaps the child, and blocking here would hold a pool thread.
+        // SIGKILL: the test runner's threads may block SIGTERM, and a child inherits that mask. The wait after it
+        // is short (the child is gone at once), and Foundation on Linux keeps a Process (and its pipes) forever
+        // unless waitUntilExit saw it end, even after its termination was signalled.
         kill(self.process.processIdentifier, SIGKILL)
+        self.process.waitUntilExit()
     }
 
     func url(_ path: String) -> String { "http://127.0.0.1:\(self.port)\(path)" }

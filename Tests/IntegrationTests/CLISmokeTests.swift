@@ -2,13 +2,14 @@ import Foundation
 import OllamaEmulatorKit
 import Testing
 
-/// The happy path through the built binaries (.build/debug): relay, ollama-emulator, `homebase init/run/pair/
-/// status`, `handset init/pair/config/chat --json/status --json`, then SIGTERM to the daemon and the handset's
-/// offline fallback. Catches wiring in the executables' main.swift that the library tests cannot see.
+/// The happy path through the built binaries (next to the test bundle): relay, ollama-emulator, `homebase
+/// init/run/pair/status`, `handset init/pair/config/chat --json/status --json`, then SIGTERM to the daemon and the
+/// handset's offline fallback. Catches wiring in the executables' main.swift that the library tests cannot see.
 @Suite("CLI smoke test of the built binaries", .serialized, .timeLimit(.minutes(1)))
 struct CLISmokeTests {
-    static let binaries = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/debug")
+    /// The products directory of the build running this test, so a sanitized build (its own scratch path) runs
+    /// its own sanitized binaries.
+    static let binaries = Bundle.main.bundleURL
 
     struct Run {
         var status: Int32
@@ -54,22 +55,31 @@ struct CLISmokeTests {
             return port
         }
 
-        /// SIGTERM, then SIGKILL after `grace`; returns the exit status (nil if it had to be killed).
+        /// SIGTERM, then SIGKILL after `grace`; returns the exit status (nil if it had to be killed). Every path
+        /// ends in waitUntilExit: Foundation on Linux keeps a Process forever unless that saw it end.
         @discardableResult
         func stop(grace: Duration = .seconds(5)) async -> Int32? {
-            guard self.process.isRunning else { return self.process.terminationStatus }
-            self.process.terminate()
-            if await eventually(grace, { !self.process.isRunning }) { return self.process.terminationStatus }
-            kill(self.process.processIdentifier, SIGKILL)
+            if self.process.isRunning {
+                self.process.terminate()
+                if !(await eventually(grace, { !self.process.isRunning })) {
+                    kill(self.process.processIdentifier, SIGKILL)
+                    self.process.waitUntilExit()
+                    return nil
+                }
+            }
             self.process.waitUntilExit()
-            return nil
+            return self.process.terminationStatus
         }
     }
 
     let directory = temporaryDirectory("cli")
+    /// A clean environment, but for the sanitizers' options (tools/test --sanitize): a sanitized binary reports
+    /// where the test runner does, with the same suppressions.
     var environment: [String: String] {
-        ["HOME": self.directory, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-         "HOMEBASE_LOG_LEVEL": "debug"]
+        let inherited = ProcessInfo.processInfo.environment
+        let sanitizers = inherited.filter { ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].contains($0.key) }
+        return ["HOME": self.directory, "PATH": inherited["PATH"] ?? "/usr/bin:/bin", "HOMEBASE_LOG_LEVEL": "debug"]
+            .merging(sanitizers) { $1 }
     }
 
     func run(_ tool: String, _ args: [String]) throws -> Run {
@@ -208,7 +218,7 @@ struct CLISmokeTests {
             let exited = await eventually(.seconds(10)) { !second.process.isRunning }
             #expect(exited, "a second daemon kept running on the same state")
             if exited {
-                #expect(second.process.terminationStatus != 0)
+                #expect(await second.stop() != 0)
                 let pid = daemon.process.processIdentifier
                 #expect(second.stderr.contains("another homebase daemon is running on this state (pid \(pid))"),
                         "\(second.stderr)")

@@ -218,10 +218,10 @@ final class TestCertificate {
         let done = DispatchSemaphore(value: 0)
         openssl.terminationHandler = { _ in done.signal() }
         try openssl.run()
-        if done.wait(timeout: .now() + 30) == .timedOut {
-            kill(openssl.processIdentifier, SIGKILL)
-            throw TestFailure("openssl req did not finish in 30 s")
-        }
+        let timedOut = done.wait(timeout: .now() + 30) == .timedOut
+        if timedOut { kill(openssl.processIdentifier, SIGKILL) }
+        openssl.waitUntilExit()  // Foundation releases a Process only once waitUntilExit saw it end
+        if timedOut { throw TestFailure("openssl req did not finish in 30 s") }
         guard openssl.terminationStatus == 0 else { throw TestFailure("openssl req failed (is openssl installed?)") }
     }
 

@@ -70,7 +70,9 @@ final class PythonPeer: @unchecked Sendable {
         let exited = self.exited
         self.process.terminationHandler = { _ in exited.signal() }
         try self.process.run()
-        let outReader = Thread { [self] in
+        // The readers hold the peer weakly: it holds them, and the cycle would keep both (and the process's
+        // pipes) alive after the test.
+        let outReader = Thread { [weak self] in
             var pending: [UInt8] = []
             let handle = out.fileHandleForReading
             // availableData returns what one read(2) got; read(upToCount:) would wait for the whole count.
@@ -79,14 +81,16 @@ final class PythonPeer: @unchecked Sendable {
                 while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     let line = String(decoding: pending[..<nl], as: UTF8.self)
                     pending.removeSubrange(...nl)
+                    guard let self else { return }
                     self.lock.withLock { self.lines.append(line) }
                     self.lineArrived.signal()
                 }
             }
         }
-        let errReader = Thread { [self] in
+        let errReader = Thread { [weak self] in
             let handle = err.fileHandleForReading
             while case let chunk = handle.availableData, !chunk.isEmpty {
+                guard let self else { return }
                 self.lock.withLock { self.stderrBytes += chunk }
             }
         }
@@ -141,10 +145,14 @@ final class PythonPeer: @unchecked Sendable {
     }
 
     func stop() {
-        guard self.process.isRunning else { return }
-        kill(self.process.processIdentifier, SIGKILL)
-        _ = self.exited.wait(timeout: .now() + 10)
-        self.exited.signal()
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+            _ = self.exited.wait(timeout: .now() + 10)
+            self.exited.signal()
+        }
+        // Foundation on Linux keeps a Process (and its pipes) forever unless waitUntilExit saw it end, even after
+        // the termination handler ran; the child is gone here, so this returns at once.
+        self.process.waitUntilExit()
     }
 
     /// Runs a relay_client.py scenario against `url` and returns its JSON observations.

@@ -6,11 +6,8 @@ import Testing
 
 /// The relay binary, killed with SIGKILL while it holds stored frames, loses none of them (Protocol/relay.md §5).
 @Suite(.timeLimit(.minutes(1)), .serialized) struct RelayDurabilityTests {
-    static let binary: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)
-        return parts.joined(separator: "/") + "/.build/debug/relay"
-    }()
+    /// The relay of the build running this test (next to the test bundle), so a sanitized build runs its own.
+    static let binary = Bundle.main.bundleURL.appendingPathComponent("relay").path
 
     /// Starts `relay` on a free port over `data`; returns the process and its port.
     func start(data: String, port: UInt16 = 0) throws -> (Process, UInt16) {
@@ -45,7 +42,10 @@ import Testing
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("relay-k9-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: data) }
         var (relay, port) = try start(data: data)
-        defer { kill(relay.processIdentifier, SIGKILL) }
+        defer {
+            kill(relay.processIdentifier, SIGKILL)
+            relay.waitUntilExit()  // Foundation releases a Process only once waitUntilExit saw it end
+        }
         let url = "ws://127.0.0.1:\(port)/v1/relay"
         let recipient = SigningSecretKey.generate()
         let sender = try TestClient(url: url)

@@ -554,4 +554,19 @@ import Testing
         #expect(relay.server.connectionCounts().all >= 502)
         for s in idle { s.close() }
     }
+
+    /// A relay that stopped is freed, and with it its listeners, its loop's descriptors and its database: the
+    /// loop kept the server's flush handler and timers (which capture the server) after `run()` returned.
+    @Test func aStoppedRelayIsFreed() throws {
+        weak var server: RelayServer?
+        do {
+            let relay = try TestRelay()
+            server = relay.server
+            relay.stop()
+        }
+        // The relay's thread lets go of its closure (and the server) just after `run()` signalled its end.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while server != nil, ContinuousClock.now < deadline { usleep(1_000) }
+        #expect(server == nil)
+    }
 }
