@@ -39,6 +39,10 @@ import Testing
                                                payload: [UInt8(i)][...]))
             #expect(outcome == .queued)
         }
+        // Paced once a write took the queue: at once from this thread, or from the link's thread when it held
+        // the socket at that moment (then a moment later).
+        let pacingDeadline = Posix.monotonicMs + 1_000
+        while !sender.isPacing, Posix.monotonicMs < pacingDeadline { usleep(1_000) }
         #expect(sender.isPacing)
         let got = try receiver.waitDelivered(20)
         let elapsed = Posix.monotonicMs - start

@@ -475,8 +475,12 @@ import Testing
         }
         let hub = LoopbackMessengerHub()
         let host = hub.messenger(for: testKey(1), relation: { _ in .contact })
-        let flooder = Inbox(hub.messenger(for: testKey(2), relation: { _ in .contact }))
-        let other = Inbox(hub.messenger(for: testKey(3), relation: { _ in .contact }))
+        // Held for the whole test: a loopback messenger nobody holds is gone, and so would be what it receives.
+        let flooderMessenger = hub.messenger(for: testKey(2), relation: { _ in .contact })
+        let otherMessenger = hub.messenger(for: testKey(3), relation: { _ in .contact })
+        let flooder = Inbox(flooderMessenger)
+        let other = Inbox(otherMessenger)
+        defer { withExtendedLifetime((flooderMessenger, otherMessenger)) {} }
         let now = Mutex<UInt64>(1_000)
         var limits = InferenceLimits()
         limits.refusalsPerMinute = 5
