@@ -27,6 +27,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        // SHA-256 blocks on the x86 SHA extensions (issue 22); libsodium stays the fallback, no libcrypto.
+        .target(name: "CSHA256Shim"),
 
         // Pure core.
         .target(name: "HomebaseCore"),
