@@ -4,7 +4,7 @@ import PackageDescription
 // Layers, arrows pointing down (design/style.md §1):
 //   executables → services (RelayService, HomebaseService, HomebaseRouter, HomebaseNode)
 //   → Transport / Store / Crypto → HomebaseCore (pure: no sockets, clocks, randomness or C).
-// Only HomebaseCrypto imports CSodium, only HomebaseStore imports CSQLite, only HomebaseTransport
+// Only HomebaseCrypto imports CSodium and CSHA256Shim, only HomebaseStore imports CSQLite, only HomebaseTransport
 // imports CLinux/CCurl/CCurlShim.
 let package = Package(
     name: "Homebase",
@@ -27,13 +27,15 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLinux"),
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        // SHA-256 blocks on the x86 SHA extensions (issue 22); libsodium stays the fallback, no libcrypto.
+        .target(name: "CSHA256Shim"),
 
         // Pure core.
         .target(name: "HomebaseCore"),
         // Pure rules of on-device curation (seed 002): catalog, gates, sizes, DownloadState, the floor.
         .target(name: "HomebaseCuration", dependencies: ["HomebaseCore"]),
         // Shells.
-        .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium"]),
+        .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium", "CSHA256Shim"]),
         .target(name: "HomebaseStore", dependencies: ["HomebaseCore", "CSQLite"]),
         .target(name: "HomebaseTransport", dependencies: ["HomebaseCore", "CLinux", "CCurl", "CCurlShim"]),
         // Services.
@@ -76,7 +78,7 @@ let package = Package(
         .testTarget(name: "OnDeviceModelTests",
                     dependencies: ["HomebaseRouter", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
                                    "HomebaseCrypto", "HomebaseCore", "HomebaseNode"]),
-        .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto"]),
+        .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto", "CSodium"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
