@@ -5,7 +5,7 @@ import PackageDescription
 //   executables → services (RelayService, HomebaseService, HomebaseRouter, HomebaseNode)
 //   → Transport / Store / Crypto → HomebaseCore (pure: no sockets, clocks, randomness or C).
 // Only HomebaseCrypto imports CSodium and CSHA256Shim, only HomebaseStore imports CSQLite, only HomebaseTransport
-// imports CLinux/CCurl/CCurlShim.
+// imports CLinux/CCurl/CCurlShim, only RelayFleet imports CNats.
 let package = Package(
     name: "Homebase",
     platforms: [.macOS(.v15)],
@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CLinux"),
+        // NATS with JetStream for relay fleets (issue 24); only RelayFleet imports it.
+        .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // SHA-256 blocks on the x86 SHA extensions (issue 22); libsodium stays the fallback, no libcrypto.
         .target(name: "CSHA256Shim"),
@@ -38,9 +40,11 @@ let package = Package(
         .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium", "CSHA256Shim"]),
         .target(name: "HomebaseStore", dependencies: ["HomebaseCore", "CSQLite"]),
         .target(name: "HomebaseTransport", dependencies: ["HomebaseCore", "CLinux", "CCurl", "CCurlShim"]),
+        // The relay's fleet shell: a NATS connection, request/reply, the JetStream mailbox.
+        .target(name: "RelayFleet", dependencies: ["HomebaseCore", "HomebaseStore", "CNats"]),
         // Services.
         .target(name: "RelayService",
-                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport", "RelayFleet"]),
         .target(name: "HomebaseNode",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
         .target(name: "HomebaseRouter",

@@ -5,7 +5,7 @@ import HomebaseCore
 public enum ConformanceCommand {
     public static let usage = """
         usage: conformance vectors [DIR]
-               conformance relay URL [--http BASE] [--token T] [--restart CMD] [--json]
+               conformance relay URL [--also URL ...] [--http BASE] [--token T] [--restart CMD] [--json]
                                      [--auth-deadline-ms MS] [--mailbox-frames N] [--rate-burst N]
                                      [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
                conformance relay URL --hostile [--http BASE] [--pid PID] [--token T] [--auth-deadline-ms MS]
@@ -23,6 +23,8 @@ public enum ConformanceCommand {
         Each check prints `PASS name`, `FAIL name: reason` or `SKIP name: reason`; the last line is
         `N passed, N failed` (and `, N skipped`). Exit code 0 only when nothing failed. --json prints a JSON
         report instead. `relay` checks use fresh random keys; auth-late waits the auth deadline + 2 s (12 s).
+        --also URL (repeatable) names more edges of one relay fleet: connections alternate between the URLs,
+        so the two clients of a check are on different edges and every reconnect changes edge.
 
         `relay --hostile` attacks the relay instead (plain ws:// only): 10,000 half-open connections (TCP only, and
         upgrades without AUTH: at most --max-pending-auth get 101, the rest 503), slowloris heads and AUTH frames,
@@ -119,6 +121,7 @@ public enum ConformanceCommand {
                 if Self.hostileOption(flag, value, &h) { continue }
                 switch flag {
                 case "--http": o.httpBase = value
+                case "--also": o.otherURLs.append(value)
                 case "--token": o.token = value
                 case "--restart": o.restartCommand = value
                 case "--ca-file": o.caFile = value

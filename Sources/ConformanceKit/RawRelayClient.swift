@@ -22,7 +22,7 @@ final class RawRelayClient {
         o.caFile = options.caFile
         o.insecureSkipVerify = options.insecureSkipVerify
         do {
-            self.ws = try WebSocketClient.connect(options.url, options: o)
+            self.ws = try WebSocketClient.connect(options.nextURL(), options: o)
         } catch {
             throw CheckFailure("cannot connect: \(error)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseTransport
@@ -27,8 +28,25 @@ public struct RelayCheckOptions: Sendable {
     public var insecureSkipVerify = false
     /// Set: run the hostile suite (`HostileRelayChecks`) instead of the protocol checks.
     public var hostile: HostileOptions?
+    /// More endpoints of the same relay (the edges of a fleet, `--also URL`): connections then go to `url` and
+    /// these in turn, so the two clients of every check sit on different edges and a reconnect changes edge.
+    public var otherURLs: [String] = []
+    let rotation = EndpointRotation()
 
     public init(url: String) { self.url = url }
+
+    /// The endpoint for the next connection.
+    func nextURL() -> String {
+        guard !self.otherURLs.isEmpty else { return self.url }
+        let all = [self.url] + self.otherURLs
+        return all[self.rotation.next() % all.count]
+    }
+}
+
+/// Hands out 0, 1, 2, … across threads.
+final class EndpointRotation: Sendable {
+    private let counter = Mutex(0)
+    func next() -> Int { self.counter.withLock { n in defer { n += 1 }; return n } }
 }
 
 /// `conformance relay URL`: every rule of Protocol/relay.md that can be observed from outside, against any relay.

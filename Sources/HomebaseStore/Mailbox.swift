@@ -45,6 +45,10 @@ public enum MailboxEnqueueResult: Sendable, Equatable {
     /// The recipient's mailbox holds `maxFrames` frames or the payload would take it past `maxBytes`
     /// (after dropping its expired frames): RECEIPT status 3, nothing stored.
     case mailboxFull
+    /// A backend that lives elsewhere (JetStream) could not confirm the frame stored (it is down, or did not
+    /// answer in time): the relay answers RECEIPT 2 and the sender tries again or falls back. The frame may
+    /// still have been stored; a second copy is dropped by the receiver as a replay (envelope.md §5).
+    case unavailable(String)
 }
 
 /// The relay's store-and-forward queues, one per recipient (protocol-v1 §2).
@@ -106,7 +110,7 @@ extension MailboxLimits {
 
     /// `storedAtMs + lifetimeMs`, saturated at `Int64.max` so that every backend (SQLite integers are
     /// signed) reports the same value for an absurd lifetime instead of trapping.
-    func expiry(storedAtMs: UInt64) -> UInt64 {
+    public func expiry(storedAtMs: UInt64) -> UInt64 {
         let (sum, overflow) = storedAtMs.addingReportingOverflow(self.lifetimeMs)
         return overflow ? UInt64(Int64.max) : min(sum, UInt64(Int64.max))
     }

@@ -21,8 +21,21 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// Microseconds the event loop polls without blocking before it sleeps (0: off). Off by default: it buys
     /// the round trip's tail on a VM with CPU spent spinning after every wake-up (README, benchmarks).
     public var busyPollMicroseconds = 0
+    /// NATS servers of a JetStream cluster: set, the relay runs as one edge of a fleet (README, "Relay fleet"):
+    /// stored frames live in JetStream, presence and live frames cross edges over NATS; `dataDirectory` is unused.
+    public var natsServers: [String] = []
+    /// This edge's name in the fleet (claims and logs); defaults to the host name.
+    public var edgeID = RelayConfiguration.defaultEdgeID()
+    /// Copies JetStream keeps of the mailbox stream (3 in a three-node cluster; 1 for a single NATS server).
+    public var natsReplicas = 3
 
     public init() {}
+
+    /// The host name, reduced to what `edge_id` allows.
+    static func defaultEdgeID() -> String {
+        let name = ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+        return name.isEmpty ? "edge" : String(name.prefix(FleetMessage.maxEdgeIDBytes))
+    }
 
     /// The keys a config file or `RELAY_<KEY>` may set, with their help text (for `--help`).
     public static let keys: [(key: String, help: String)] = [
@@ -50,6 +63,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         ("max_pending_auth", "connections not yet authenticated (default 4096)"),
         ("max_connections", "connections in all (default 50000)"),
         ("busy_poll_us", "poll this long without blocking before the loop sleeps (default 0: off; see README)"),
+        ("nats", "nats://HOST:PORT[,…] of a JetStream cluster: run as a fleet edge, mailbox in JetStream (default: off)"),
+        ("edge_id", "this edge's name in the fleet (default: the host name)"),
+        ("nats_replicas", "copies of the mailbox stream in JetStream (default 3)"),
     ]
 
     /// Builds the configuration from flags (`--listen`, `--data`, `--config`, and `--KEY VALUE` for any key
@@ -174,6 +190,24 @@ public struct RelayConfiguration: Sendable, Equatable {
                 throw RelayConfigurationError("busy_poll_us must be 0 to 10000, not '\(v)'")
             }
             self.busyPollMicroseconds = n
+        }
+        if let v = s["nats"] {
+            let urls = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for u in urls where !(u.hasPrefix("nats://") || u.hasPrefix("tls://")) || u.contains(where: \.isWhitespace) {
+                throw RelayConfigurationError("nats must be a comma-separated list of nats://HOST:PORT, not '\(u)'")
+            }
+            guard !urls.isEmpty else { throw RelayConfigurationError("nats needs at least one nats://HOST:PORT") }
+            self.natsServers = urls
+        }
+        if let v = s["edge_id"] {
+            let ok = !v.isEmpty && v.utf8.count <= FleetMessage.maxEdgeIDBytes
+                && v.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+            guard ok else { throw RelayConfigurationError("edge_id must be 1-64 of A-Z a-z 0-9 - _ ., not '\(v)'") }
+            self.edgeID = v
+        }
+        if let n = try int("nats_replicas") {
+            guard n <= 5 else { throw RelayConfigurationError("nats_replicas must be 1 to 5") }
+            self.natsReplicas = n
         }
         guard self.limits.idleTimeoutMs > self.limits.pingIntervalMs else {
             throw RelayConfigurationError("idle_timeout_ms must exceed ping_interval_ms")

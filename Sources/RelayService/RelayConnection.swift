@@ -50,6 +50,12 @@ final class RelayConnection: TCPConnectionDelegate {
     var deferred: [(afterSeq: Int, frame: [UInt8])] = []
     var deferredBytes = 0
     var storesInFlight: Int { self.storeSeq - self.completedThrough }
+    // Fleet edges only: STORE frames this connection sent that are not committed yet, and the live frames it sent
+    // to keys on other edges meanwhile, held so that they reach the recipient after those STOREs (one sender, one
+    // order). A held frame waits for every STORE issued before it.
+    var fleetStoresIssued = 0
+    var fleetStoresDone = 0
+    var fleetHeld: [(afterStore: Int, sendID: UInt32, recipient: PublicKey, payload: [UInt8])] = []
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
     /// `tcp.bytesSent` when the sweep last saw the kernel take bytes (or nothing queued), and when: a queue that

@@ -3,6 +3,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseStore
 import HomebaseTransport
+import RelayFleet
 
 /// The relay (Protocol/relay.md): one event loop thread for every connection, a mailbox worker thread for the
 /// durable store, presence by public key.
@@ -28,10 +29,13 @@ public final class RelayServer: @unchecked Sendable {
     let logger: Logger
     let loop: EventLoop
     let metrics = RelayMetrics()
-    private let database: Database
+    /// The SQLite mailbox's database; nil for a fleet edge, whose mailbox is in JetStream.
+    private let database: Database?
+    /// Set when the relay runs as an edge of a fleet (`--nats`).
+    let fleet: FleetEdge?
     private let worker: MailboxWorker
-    private let presence = LocalPresence<RelayConnection>()
-    private var connections: [UInt64: RelayConnection] = [:]
+    let presence = LocalPresence<RelayConnection>()
+    private(set) var connections: [UInt64: RelayConnection] = [:]
     private var listeners: [TCPListener] = []
     var admission: Admission
     private var pendingAuth = 0
@@ -54,15 +58,34 @@ public final class RelayServer: @unchecked Sendable {
         self.upgradeHeaders = [(RelaySendLimits.headerName, RelaySendLimits(configuration.limits).headerValue)]
         self.admission = admission
         self.logger = logger
-        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        let sync: Database.Synchronous = configuration.durability == "normal" ? .normal : .full
-        self.database = try Database(path: configuration.dataDirectory + "/relay.db", options: .init(synchronous: sync))
         var mailboxLimits = MailboxLimits()
         mailboxLimits.maxFrames = configuration.limits.mailboxMaxFrames
         mailboxLimits.maxBytes = configuration.limits.mailboxMaxBytes
         mailboxLimits.lifetimeMs = configuration.limits.storedFrameLifetimeMs
-        let mailbox = try SQLiteMailbox(database: self.database, limits: mailboxLimits)
+        let mailbox: any Mailbox
+        if configuration.natsServers.isEmpty {
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory,
+                                                    withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            let sync: Database.Synchronous = configuration.durability == "normal" ? .normal : .full
+            let database = try Database(path: configuration.dataDirectory + "/relay.db",
+                                        options: .init(synchronous: sync))
+            self.database = database
+            self.fleet = nil
+            mailbox = try SQLiteMailbox(database: database, limits: mailboxLimits)
+        } else {
+            let fleet = try FleetEdge(configuration: configuration, limits: mailboxLimits) { [logger] event in
+                switch event {
+                case .disconnected: logger.warning("NATS disconnected; reconnecting")
+                case .reconnected(let server): logger.notice("NATS reconnected", metadata: ["server": "\(server)"])
+                case .closed: logger.notice("NATS connection closed")
+                case .asyncError(let text): logger.warning("NATS error", metadata: ["error": "\(text)"])
+                }
+            }
+            self.database = nil
+            self.fleet = fleet
+            mailbox = fleet.mailbox
+        }
         self.worker = MailboxWorker(mailbox: mailbox, clock: { Posix.wallClockMs })
         self.loop = try EventLoop()
         self.loop.busyPollNs = UInt64(configuration.busyPollMicroseconds) * 1_000
@@ -92,8 +115,15 @@ public final class RelayServer: @unchecked Sendable {
     /// Serves until `shutdown()` completes. Blocks the calling thread.
     public func run() {
         self.worker.start()
-        self.logger.notice("Relay listening", metadata: ["listen": "\(self.configuration.listenHost):\(self.port)",
-                                                         "data": self.configuration.dataDirectory])
+        if let fleet = self.fleet {
+            self.logger.notice("Relay edge listening", metadata: [
+                "listen": "\(self.configuration.listenHost):\(self.port)", "edge": fleet.edgeID,
+                "nats": self.configuration.natsServers.joined(separator: ","),
+            ])
+        } else {
+            self.logger.notice("Relay listening", metadata: ["listen": "\(self.configuration.listenHost):\(self.port)",
+                                                             "data": self.configuration.dataDirectory])
+        }
         self.scheduleSweep()
         self.loop.execute { [self] in
             self.loop.setFlushHandler { [self] in self.flushDirty() }
@@ -101,6 +131,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         self.loop.run()
         self.worker.stopAndDrain()
+        self.fleet?.stop()
         self.logger.notice("Relay stopped")
     }
 
@@ -179,7 +210,10 @@ public final class RelayServer: @unchecked Sendable {
         guard self.connections.removeValue(forKey: c.tcp.id) != nil else { return }
         if c.countsAsPendingAuth { self.pendingAuth -= 1 }
         if c.session != nil { self.webSockets -= 1 }
-        if let key = c.key { self.presence.unregister(key, c) }
+        if let key = c.key {
+            self.presence.unregister(key, c)
+            self.fleet?.release(key, connection: c.tcp.id)
+        }
     }
 
     func authenticated(_ c: RelayConnection, key: PublicKey) {
@@ -191,6 +225,16 @@ public final class RelayServer: @unchecked Sendable {
         self.pendingAuth -= 1
         self.logger.debug("Client authenticated", metadata: ["conn.id": "\(c.tcp.id)", "peer.pk": key.short])
         let id = c.tcp.id
+        if let fleet = self.fleet {
+            do {
+                try fleet.hold(key, connection: id, atMs: self.wallClockMs) { [weak self] message, reply in
+                    guard let self else { return }
+                    self.loop.execute { self.fleetReceived(message, for: key, reply: reply) }
+                }
+            } catch {
+                self.logger.error("Cannot hold the key in the fleet", metadata: ["error": "\(error)"])
+            }
+        }
         self.worker.submit(.pendingCount(key) { [self] result in
             self.loop.execute { [self] in
                 guard let c = self.connections[id], c.isWebSocket else { return }
@@ -198,7 +242,8 @@ public final class RelayServer: @unchecked Sendable {
                 c.writeFrame(c.session!.readyFrame(stored: stored))
                 c.readySent = true
                 c.draining = false
-                if stored > 0 { self.drain(c) } else { self.flushDeferred(c) }
+                // A store notice that came before READY asked for a drain too (`fleetReceived`).
+                if stored > 0 || c.drainAgain { self.drain(c) } else { self.flushDeferred(c) }
             }
         })
     }
@@ -209,6 +254,9 @@ public final class RelayServer: @unchecked Sendable {
                payload: ArraySlice<UInt8>) {
         guard let senderKey = sender.key else { return }
         let target = self.presence.session(for: recipient)
+        if !store, target == nil, self.fleet != nil {
+            return self.forwardToFleet(from: sender, sendID: sendID, recipient: recipient, payload: payload)
+        }
         if !store {
             guard let t = target, t.isWebSocket, t.readySent else {
                 self.metrics.dropped(.recipientOffline)
@@ -224,6 +272,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         let seq = number
         let senderID = sender.tcp.id
+        if self.fleet != nil { sender.fleetStoresIssued += 1 }
         let targetID = target?.tcp.id
         let item = MailboxItem(recipient: recipient, sender: senderKey, payload: Array(payload))
         self.worker.submit(.enqueue(item) { [self] result in
@@ -239,34 +288,51 @@ public final class RelayServer: @unchecked Sendable {
         let target = targetID.flatMap { self.connections[$0] }
         // The worker is FIFO and completions arrive in order, so numbers complete one after another.
         if let t = target, seq > 0 { t.completedThrough = seq }
+        let sender = self.connections[senderID]
+        // Whatever the outcome, live frames this sender held behind the STORE may follow it now (fleet).
+        defer { if let s = sender, self.fleet != nil { self.storeCompleted(for: s) } }
         let status: ReceiptStatus
         switch result {
         case .success(.stored(let deliveryID)):
-            if let t = target, seq > 0 { t.storedPairs.append((seq, deliveryID)) }
+            if let t = target, seq > 0 { t.storedPairs.append((seq, max(deliveryID, t.storedPairs.last?.id ?? 0))) }
             self.metrics.framesStored += 1
             if let t = self.presence.session(for: recipient), t.isWebSocket {
                 status = .delivered
                 if t.readySent { self.drain(t) }
+            } else if let fleet = self.fleet {
+                // Another edge may hold the recipient: tell it, and answer the sender when it has said.
+                if let t = target, t.isWebSocket { self.flushDeferred(t) }
+                fleet.announceStored(to: recipient, deliveryID: deliveryID) { [weak self] held in
+                    guard let self else { return }
+                    self.loop.execute {
+                        if let s = self.connections[senderID] { self.receipt(to: s, sendID: sendID, held ? .delivered : .stored) }
+                    }
+                }
+                return
             } else {
                 status = .stored
             }
         case .success(.mailboxFull):
             self.metrics.dropped(.mailboxFull)
             status = .mailboxFull
+        case .success(.unavailable(let why)):
+            self.metrics.dropped(.storeError)
+            self.logger.warning("Mailbox store not confirmed", metadata: ["error": why])
+            status = .recipientOffline
         case .failure(let error):
             self.metrics.dropped(.storeError)
             self.logger.error("Mailbox write failed", metadata: ["error": "\(error)"])
             status = .recipientOffline
         }
         if let t = target, t.isWebSocket { self.flushDeferred(t) }
-        if let s = self.connections[senderID] { self.receipt(to: s, sendID: sendID, status) }
+        if let s = sender { self.receipt(to: s, sendID: sendID, status) }
     }
 
     /// Writes a live DELIVER (delivery id 0), or holds it behind stored frames. A recipient whose queue is over
     /// its bound is not written to: the frame is dropped and false returned (RECEIPT 2 for the sender), until the
     /// queue drains. The recipient stays connected unless it stops reading (`sweepConnections`, 4002): closing it
     /// here let any sender knock any device off the relay with a burst larger than the device could read at once.
-    private func deliverLive(to t: RelayConnection, sender: PublicKey, payload: ArraySlice<UInt8>) -> Bool {
+    func deliverLive(to t: RelayConnection, sender: PublicKey, payload: ArraySlice<UInt8>) -> Bool {
         guard t.queuedBytes <= self.configuration.limits.outboundQueueMaxBytes else {
             self.metrics.dropped(.recipientSlow)
             return false
@@ -284,7 +350,7 @@ public final class RelayServer: @unchecked Sendable {
         return true
     }
 
-    private func receipt(to c: RelayConnection, sendID: UInt32, _ status: ReceiptStatus) {
+    func receipt(to c: RelayConnection, sendID: UInt32, _ status: ReceiptStatus) {
         guard sendID != 0, c.isWebSocket else { return }
         c.writeFrame(.receipt(sendID: sendID, status: status))
     }
@@ -344,7 +410,7 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// Writes held live frames whose preceding STORE frames have all been delivered, in order.
-    private func flushDeferred(_ c: RelayConnection) {
+    func flushDeferred(_ c: RelayConnection) {
         var written = 0
         while written < c.deferred.count, c.deferredMayGo(afterSeq: c.deferred[written].afterSeq) {
             c.append(c.deferred[written].frame)
@@ -451,7 +517,9 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     func renderMetrics() -> String {
-        self.metrics.render(pendingAuth: self.pendingAuth, authenticated: self.presence.count, websocket: self.webSockets)
+        let text = self.metrics.render(pendingAuth: self.pendingAuth, authenticated: self.presence.count,
+                                       websocket: self.webSockets)
+        return self.fleet.map { text + $0.renderMetrics() } ?? text
     }
 
     /// Counts for tests and status: (pending auth, authenticated, WebSockets, all connections).

@@ -1,0 +1,88 @@
+import HomebaseCore
+import RelayFleet
+
+/// Forwarding across the edges of a fleet (`FleetEdge`); loop-confined like the rest of `RelayServer`.
+extension RelayServer {
+    /// A live frame for a key no connection of this edge holds: to the edge that holds it, or RECEIPT 2 at once
+    /// when none does. Held while a STORE this sender sent before it is not committed yet.
+    func forwardToFleet(from sender: RelayConnection, sendID: UInt32, recipient: PublicKey,
+                        payload: ArraySlice<UInt8>)
+    {
+        if sender.fleetStoresIssued > sender.fleetStoresDone {
+            sender.fleetHeld.append((sender.fleetStoresIssued, sendID, recipient, Array(payload)))
+            return
+        }
+        self.sendToFleet(from: sender, sendID: sendID, recipient: recipient, payload: payload)
+    }
+
+    private func sendToFleet(from sender: RelayConnection, sendID: UInt32, recipient: PublicKey,
+                             payload: ArraySlice<UInt8>)
+    {
+        guard let fleet = self.fleet, let senderKey = sender.key else { return }
+        let senderID = sender.tcp.id
+        let count = payload.count
+        fleet.forwardLive(to: recipient, sender: senderKey, payload: payload) { [weak self] delivered in
+            guard let self else { return }
+            self.loop.execute {
+                if delivered {
+                    self.metrics.framesForwarded += 1
+                    self.metrics.bytesForwarded += count
+                } else {
+                    self.metrics.dropped(.recipientOffline)
+                }
+                guard let s = self.connections[senderID] else { return }
+                self.receipt(to: s, sendID: sendID, delivered ? .delivered : .recipientOffline)
+            }
+        }
+    }
+
+    /// One STORE of `sender` is committed (or refused): live frames it held behind the STOREs done so far go.
+    func storeCompleted(for sender: RelayConnection) {
+        sender.fleetStoresDone += 1
+        var released = 0
+        while released < sender.fleetHeld.count, sender.fleetHeld[released].afterStore <= sender.fleetStoresDone {
+            let h = sender.fleetHeld[released]
+            released += 1
+            if let t = self.presence.session(for: h.recipient) {
+                // The recipient logged in here meanwhile.
+                let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: sender.key!,
+                                                                                   payload: h.payload[...])
+                self.receipt(to: sender, sendID: h.sendID, delivered ? .delivered : .recipientOffline)
+            } else {
+                self.sendToFleet(from: sender, sendID: h.sendID, recipient: h.recipient, payload: h.payload[...])
+            }
+        }
+        if released > 0 { sender.fleetHeld.removeFirst(released) }
+    }
+
+    /// A message from another edge about `key`, which this edge holds (or held).
+    func fleetReceived(_ message: FleetMessage, for key: PublicKey, reply: String?) {
+        guard let fleet = self.fleet else { return }
+        let t = self.presence.session(for: key)
+        switch message {
+        case .live(let sender, let payload):
+            guard let t, t.isWebSocket, t.readySent else { return fleet.reply(reply, .notDelivered) }
+            let ok = self.deliverLive(to: t, sender: sender, payload: payload)
+            fleet.reply(reply, ok ? .delivered : .notDelivered)
+        case .stored(let deliveryID):
+            guard let t, t.isWebSocket else { return fleet.reply(reply, .notDelivered) }
+            // Live frames arriving after this notice wait until the stored frame is delivered, as they would
+            // behind a STORE made on this edge.
+            t.storedPairs.append((t.storeSeq, max(deliveryID, t.storedPairs.last?.id ?? 0)))
+            if t.readySent { self.drain(t) } else { t.drainAgain = true }
+            fleet.reply(reply, .delivered)
+        case .claim(let claim):
+            switch fleet.verdict(on: claim, for: key) {
+            case .yield:
+                if let t, let action = t.session?.replaced() {
+                    fleet.release(key, connection: t.tcp.id)
+                    t.perform(action)
+                }
+            case .reassert:
+                fleet.reassert(key)
+            case .ignore:
+                break
+            }
+        }
+    }
+}
