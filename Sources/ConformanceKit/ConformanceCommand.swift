@@ -13,6 +13,8 @@ public enum ConformanceCommand {
                                      [--flooders N] [--flood-seconds S] [--endless-head-mib N] [--hard-limit BYTES]
                                      [--p99-ms MS] [--store-p99-ms MS] [--memory-budget-mib N] [--only NAME,...]
                                      [--json]
+               conformance fleet URL1 URL2 [--kill-edge CMD --restart-edge CMD] [--kill-nats CMD --restart-nats CMD]
+                                     [--frames N] [--json]
                conformance homebase PUBKEY --relay URL [--state DIR] [--wait-grant SECONDS] [--model TAG]
                                      [--revoke-cmd CMD] [--token T] [--name NAME] [--ca-file PEM] [--insecure]
                                      [--v1-only] [--json]
@@ -25,6 +27,12 @@ public enum ConformanceCommand {
         report instead. `relay` checks use fresh random keys; auth-late waits the auth deadline + 2 s (12 s).
         --also URL (repeatable) names more edges of one relay fleet: connections alternate between the URLs,
         so the two clients of a check are on different edges and every reconnect changes edge.
+
+        `fleet` checks two edges of one relay fleet: a login on edge 2 takes a key over from edge 1 (a frame sent
+        right after its READY reaches it; the old login gets 4001); with --kill-edge/--restart-edge, 40 frames
+        stored for a client on edge 2 all reach it on edge 1 after edge 2's kill -9; with --kill-nats/--restart-nats,
+        N frames (STORE and live in turn) cross a NATS node's kill -9 and restart, and every frame the relay
+        accepted arrives (STOREs refused meanwhile are sent again). The commands must wait until done.
 
         `relay --hostile` attacks the relay instead (plain ws:// only): 10,000 half-open connections (TCP only, and
         upgrades without AUTH: at most --max-pending-auth get 101, the rest 503), slowloris heads and AUTH frames,
@@ -82,6 +90,12 @@ public enum ConformanceCommand {
             } else {
                 await runner.run(RelayChecks.checks(options))
             }
+        case "fleet":
+            guard let options = Self.fleetOptions(args) else {
+                output(Self.usage)
+                return 2
+            }
+            await runner.run(FleetChecks.checks(options))
         case "homebase":
             guard var options = Self.homebaseOptions(args) else {
                 output(Self.usage)
@@ -99,6 +113,26 @@ public enum ConformanceCommand {
         }
         output(json ? runner.report.json() : runner.report.summaryLine)
         return runner.report.exitCode
+    }
+
+    static func fleetOptions(_ args: [String]) -> FleetCheckOptions? {
+        var rest = args[...]
+        guard let a = rest.popFirst(), let b = rest.popFirst(), !a.hasPrefix("--"), !b.hasPrefix("--") else { return nil }
+        var o = FleetCheckOptions(edges: [a, b])
+        while let flag = rest.popFirst() {
+            guard let value = rest.popFirst() else { return nil }
+            switch flag {
+            case "--kill-edge": o.killEdge = value
+            case "--restart-edge": o.restartEdge = value
+            case "--kill-nats": o.killNATS = value
+            case "--restart-nats": o.restartNATS = value
+            case "--frames":
+                guard let n = Int(value), n >= 8 else { return nil }
+                o.frames = n
+            default: return nil
+            }
+        }
+        return o
     }
 
     static func relayOptions(_ args: [String]) -> RelayCheckOptions? {

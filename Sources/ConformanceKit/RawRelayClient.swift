@@ -14,7 +14,9 @@ final class RawRelayClient {
     var publicKey: PublicKey { self.key.publicKey }
 
     /// Connects (sending the access token unless `withToken` is false) without logging in.
-    init(_ options: RelayCheckOptions, key: SigningSecretKey = .generate(), withToken: Bool = true) throws {
+    init(_ options: RelayCheckOptions, key: SigningSecretKey = .generate(), withToken: Bool = true,
+         url: String? = nil) throws
+    {
         self.key = key
         var o = WebSocketClient.Options(subprotocol: "homebase-relay.v1")
         if withToken, let token = options.token { o.headers = [("Authorization", "Bearer \(token)")] }
@@ -22,15 +24,17 @@ final class RawRelayClient {
         o.caFile = options.caFile
         o.insecureSkipVerify = options.insecureSkipVerify
         do {
-            self.ws = try WebSocketClient.connect(options.nextURL(), options: o)
+            self.ws = try WebSocketClient.connect(url ?? options.nextURL(), options: o)
         } catch {
             throw CheckFailure("cannot connect: \(error)")
         }
     }
 
     /// Connects and logs in.
-    static func loggedIn(_ options: RelayCheckOptions, key: SigningSecretKey = .generate()) throws -> RawRelayClient {
-        let c = try RawRelayClient(options, key: key)
+    static func loggedIn(_ options: RelayCheckOptions, key: SigningSecretKey = .generate(), url: String? = nil) throws
+        -> RawRelayClient
+    {
+        let c = try RawRelayClient(options, key: key, url: url)
         try c.login()
         return c
     }

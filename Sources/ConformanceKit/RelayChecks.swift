@@ -287,12 +287,12 @@ public enum RelayChecks {
     }
 
     /// Logs in again as `key`; retries briefly, since the relay may not yet have noticed the old connection end.
-    static func reconnect(_ o: RelayCheckOptions, key: SigningSecretKey, within: Duration = .seconds(5)) throws
-        -> RawRelayClient
+    static func reconnect(_ o: RelayCheckOptions, key: SigningSecretKey, within: Duration = .seconds(5),
+                          url: String? = nil) throws -> RawRelayClient
     {
         let deadline = ContinuousClock.now + within
         while true {
-            do { return try RawRelayClient.loggedIn(o, key: key) } catch {
+            do { return try RawRelayClient.loggedIn(o, key: key, url: url) } catch {
                 if ContinuousClock.now > deadline { throw error }
                 Thread.sleep(forTimeInterval: 0.2)
             }

@@ -38,6 +38,7 @@ CONF
 nats_node_start() {
     local i=$1
     nats-server -c "$NATS_DIR/n$i.conf" >>"$NATS_DIR/n$i.log" 2>&1 &
+    disown $! 2>/dev/null || true
     echo $! >"$NATS_DIR/n$i.pid"
 }
 
