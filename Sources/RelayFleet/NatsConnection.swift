@@ -90,8 +90,12 @@ public final class NatsConnection: @unchecked Sendable {
             _ = natsConnection_GetConnectedUrl(nc, &url, url.count)
             Unmanaged<EventBox>.fromOpaque(c!).takeUnretainedValue().handler(.reconnected(server: String(cString: url)))
         }, closure)
+        // The closed callback is the last nats.c makes for a connection, on its own thread, possibly after
+        // `natsConnection_Destroy` returned: it, not `deinit`, lets go of the box.
         _ = natsOptions_SetClosedCB(opts, { _, c in
-            Unmanaged<EventBox>.fromOpaque(c!).takeUnretainedValue().handler(.closed)
+            let box = Unmanaged<EventBox>.fromOpaque(c!)
+            box.takeUnretainedValue().handler(.closed)
+            box.release()
         }, closure)
         _ = natsOptions_SetErrorHandler(opts, { _, _, err, c in
             let text = String(cString: natsStatus_GetText(err))
@@ -106,10 +110,7 @@ public final class NatsConnection: @unchecked Sendable {
         self.nc = conn
     }
 
-    deinit {
-        natsConnection_Destroy(self.nc)
-        self.eventBox.release()
-    }
+    deinit { natsConnection_Destroy(self.nc) }
 
     /// Publishes `data` to `subject`, asking for replies on `reply`. Buffered by nats.c and written by its flusher
     /// thread; while reconnecting, buffered up to the reconnect buffer (then an error).

@@ -50,6 +50,26 @@ final class RelayConnection: TCPConnectionDelegate {
     var deferred: [(afterSeq: Int, frame: [UInt8])] = []
     var deferredBytes = 0
     var storesInFlight: Int { self.storeSeq - self.completedThrough }
+    /// STORE numbers completed before an earlier one (store notices from other edges, `storeAnnounced`).
+    var completedAhead: Set<Int> = []
+
+    /// STORE number `seq` (made on this edge, in order) is committed or refused.
+    func storeCompleted(seq: Int) {
+        self.completedThrough = seq
+        while self.completedAhead.remove(self.completedThrough + 1) != nil { self.completedThrough += 1 }
+    }
+
+    /// Another edge committed a STORE for this connection's key at `deliveryID` (fleet): it takes the next
+    /// number, already complete, so live frames arriving after it wait for it as for a STORE made here.
+    func storeAnnounced(deliveryID: UInt64) {
+        self.storeSeq += 1
+        if self.completedThrough == self.storeSeq - 1 {
+            self.completedThrough = self.storeSeq
+        } else {
+            self.completedAhead.insert(self.storeSeq)
+        }
+        self.storedPairs.append((self.storeSeq, max(deliveryID, self.storedPairs.last?.id ?? 0)))
+    }
     // Fleet edges only: STORE frames this connection sent that are not committed yet, and the live frames it sent
     // to keys on other edges meanwhile, held so that they reach the recipient after those STOREs (one sender, one
     // order). A held frame waits for every STORE issued before it.

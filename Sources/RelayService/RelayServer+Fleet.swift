@@ -68,7 +68,7 @@ extension RelayServer {
             guard let t, t.isWebSocket else { return fleet.reply(reply, .notDelivered) }
             // Live frames arriving after this notice wait until the stored frame is delivered, as they would
             // behind a STORE made on this edge.
-            t.storedPairs.append((t.storeSeq, max(deliveryID, t.storedPairs.last?.id ?? 0)))
+            t.storeAnnounced(deliveryID: deliveryID)
             if t.readySent { self.drain(t) } else { t.drainAgain = true }
             fleet.reply(reply, .delivered)
         case .claim(let claim):

@@ -287,7 +287,7 @@ public final class RelayServer: @unchecked Sendable {
                         recipient: PublicKey, targetID: UInt64?, seq: Int) {
         let target = targetID.flatMap { self.connections[$0] }
         // The worker is FIFO and completions arrive in order, so numbers complete one after another.
-        if let t = target, seq > 0 { t.completedThrough = seq }
+        if let t = target, seq > 0 { t.storeCompleted(seq: seq) }
         let sender = self.connections[senderID]
         // Whatever the outcome, live frames this sender held behind the STORE may follow it now (fleet).
         defer { if let s = sender, self.fleet != nil { self.storeCompleted(for: s) } }

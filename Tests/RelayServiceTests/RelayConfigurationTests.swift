@@ -40,4 +40,20 @@ import Testing
         #expect(c.limits.mailboxMaxFrames == 20)
         #expect(c.limits.pingIntervalMs == 1000)
     }
+
+    @Test func fleetSettings() throws {
+        let c = try RelayConfiguration.resolve(
+            arguments: ["--nats", "nats://10.0.0.1:4222, nats://10.0.0.2:4222", "--edge-id", "eu-1", "--nats-replicas", "3"],
+            environment: [:])
+        #expect(c.natsServers == ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222"])
+        #expect(c.edgeID == "eu-1" && c.natsReplicas == 3)
+        #expect(RelayConfiguration().natsServers.isEmpty, "the single relay with SQLite stays the default")
+        for bad in [["--nats", "http://x:4222"], ["--nats", " , "], ["--edge-id", "a b"], ["--edge-id", ""],
+                    ["--edge-id", String(repeating: "e", count: 65)], ["--nats-replicas", "0"], ["--nats-replicas", "7"]]
+        {
+            #expect(throws: RelayConfigurationError.self, "\(bad)") {
+                try RelayConfiguration.resolve(arguments: bad, environment: [:])
+            }
+        }
+    }
 }

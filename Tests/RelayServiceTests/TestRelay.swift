@@ -13,7 +13,7 @@ final class TestRelay: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     init(limits: RelayLimits = RelayLimits(), admission: Admission = Admission(), dataDirectory: String? = nil,
-         metricsListener: Bool = false) throws {
+         metricsListener: Bool = false, nats: TestNATS? = nil, edgeID: String = "edge") throws {
         let dir = dataDirectory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("relay-test-\(UUID().uuidString)").path
         self.dataDirectory = dir
@@ -23,6 +23,11 @@ final class TestRelay: @unchecked Sendable {
         c.dataDirectory = dir
         c.durability = "normal"
         c.limits = limits
+        if let nats {
+            c.natsServers = [nats.url]
+            c.natsReplicas = 1
+            c.edgeID = edgeID
+        }
         if metricsListener {
             c.metricsHost = "127.0.0.1"
             c.metricsPort = 0
@@ -137,4 +142,67 @@ final class TestClient {
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ d: String) { self.description = d }
+}
+
+/// A single nats-server with JetStream on a free loopback port, in a temporary store directory; nil where
+/// nats-server is not installed (tools/bootstrap installs it).
+final class TestNATS: @unchecked Sendable {
+    let process: Process
+    let port: Int
+    let directory: String
+
+    var url: String { "nats://127.0.0.1:\(self.port)" }
+
+    static var available: Bool { Self.path != nil }
+    static let path: String? = ["/usr/bin/nats-server", "/usr/local/bin/nats-server", "/usr/sbin/nats-server"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    init() throws {
+        guard let path = Self.path else { throw TestFailure("nats-server is not installed") }
+        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("nats-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
+        // A port nobody listens on now: bind port 0, read it, let it go (nats-server takes it right after).
+        let probe = try TCPListenerProbe.freePort()
+        self.port = probe
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = ["-a", "127.0.0.1", "-p", String(probe), "-js", "-sd", self.directory]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        self.process = p
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if (try? TCPClientStream.connect(host: "127.0.0.1", port: UInt16(probe), timeout: .milliseconds(200))) != nil {
+                return
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        p.terminate()
+        throw TestFailure("nats-server did not start on port \(probe)")
+    }
+
+    func stop() {
+        self.process.terminate()
+        self.process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: self.directory)
+    }
+}
+
+enum TCPListenerProbe {
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard bound else { throw TestFailure("bind failed") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
 }
