@@ -80,6 +80,9 @@ public final class NatsConnection: @unchecked Sendable {
         _ = natsOptions_SetPingInterval(opts, 2_000)
         _ = natsOptions_SetMaxPingsOut(opts, 2)
         _ = natsOptions_UseGlobalMessageDelivery(opts, true)
+        // Write each publish at once rather than leaving it to nats.c's flusher thread: measured, the flusher
+        // added about a millisecond per hop (a cross-edge round trip at 2 ms p50 instead of 0.3).
+        _ = natsOptions_SetSendAsap(opts, true)
         // An edge never needs its own publishes back (a key's subject is only ever this edge's or another's).
         _ = natsOptions_SetNoEcho(opts, true)
         _ = natsOptions_SetDisconnectedCB(opts, { _, c in

@@ -80,6 +80,11 @@ final class FleetEdge {
         }
     }
 
+    /// Sends a live frame to the edge holding `recipient` without asking how it went (no receipt wanted).
+    func forwardLive(to recipient: PublicKey, sender: PublicKey, payload: ArraySlice<UInt8>) {
+        try? self.bus.publish(FleetSubjects.key(recipient), FleetMessage.live(sender: sender, payload: payload).encoded())
+    }
+
     /// Announces a committed STORE frame to the edge holding `recipient`; `done` gets whether an edge holds it.
     func announceStored(to recipient: PublicKey, deliveryID: UInt64, done: @escaping @Sendable (Bool) -> Void) {
         let message = FleetMessage.stored(deliveryID: deliveryID).encoded()

@@ -21,6 +21,13 @@ extension RelayServer {
         guard let fleet = self.fleet, let senderKey = sender.key else { return }
         let senderID = sender.tcp.id
         let count = payload.count
+        // No receipt wanted (send_id 0): no status byte either, half the messages on the bus.
+        if sendID == 0 {
+            fleet.forwardLive(to: recipient, sender: senderKey, payload: payload)
+            self.metrics.framesForwarded += 1
+            self.metrics.bytesForwarded += count
+            return
+        }
         fleet.forwardLive(to: recipient, sender: senderKey, payload: payload) { [weak self] delivered in
             guard let self else { return }
             self.loop.execute {

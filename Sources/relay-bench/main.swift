@@ -25,6 +25,8 @@ let usage = """
       rtt:        --count N (5000) --payload BYTES (256) --self (send to oneself: one relayed leg per sample)
                   --spin (poll for the echo without sleeping: measures the relay, not the VM's wake-up)
       idle:       --connections N (10000) --threads T (8) --server-pid PID
+      store:      --senders N (2) --seconds S (3) --window FRAMES (256) --payload BYTES (256) --server-pid PID[,PID]
+      any:        --peer-url URL (receivers / B there: another edge) --server-pid PID,PID (summed) --other-pid PID,...
       paced:      --rate FRAMES_PER_S (20000) --seconds S (3) --payload BYTES (256) --server-pid PID
                   --protocol relay|mqtt (relay; mqtt: MQTT 3.1.1 over WebSocket, e.g. mosquitto)
     """
@@ -42,9 +44,15 @@ struct Config: Sendable {
     let options: [String: String]
     let url: String
     let serverPID: Int32?
+    /// `--server-pid` may name several processes (the edges of a fleet): their CPU is summed.
+    let serverPIDs: [Int32]
+    /// `--other-pid`: more processes whose CPU is reported apart (a fleet's NATS servers).
+    let otherPIDs: [Int32]
+    /// `--peer-url`: where receivers (throughput) or B (rtt) connect, e.g. another edge of a fleet.
+    let peerURL: String
 
     init(_ arguments: [String]) {
-        guard let mode = arguments.first, ["throughput", "rtt", "idle", "paced"].contains(mode) else { fail(usage) }
+        guard let mode = arguments.first, ["throughput", "rtt", "idle", "paced", "store"].contains(mode) else { fail(usage) }
         var options: [String: String] = [:]
         var index = 1
         while index < arguments.count {
@@ -63,7 +71,10 @@ struct Config: Sendable {
         self.mode = mode
         self.options = options
         self.url = url
-        self.serverPID = options["server-pid"].flatMap { Int32($0) }
+        self.serverPIDs = (options["server-pid"] ?? "").split(separator: ",").compactMap { Int32($0) }
+        self.serverPID = self.serverPIDs.first
+        self.otherPIDs = (options["other-pid"] ?? "").split(separator: ",").compactMap { Int32($0) }
+        self.peerURL = options["peer-url"] ?? url
     }
 
     func int(_ name: String, _ fallback: Int) -> Int {
@@ -176,7 +187,7 @@ func throughput(_ config: Config) throws {
     for _ in 0..<pairs {
         senders.append(try login(config.url, .generate()))
         let rk = SigningSecretKey.generate()
-        receivers.append(try login(config.url, rk))
+        receivers.append(try login(config.peerURL, rk))
         receiverKeys.append(rk.publicKey)
     }
     let stop = Atomic<Bool>(false)
@@ -185,7 +196,7 @@ func throughput(_ config: Config) throws {
     let errors = Mutex<[String]>([])
     let state = Handoff((senders, receivers, receiverKeys))
 
-    let cpu0 = config.serverPID.flatMap(cpuMicroseconds)
+    let cpu0 = sumCPU(config.serverPIDs), other0 = sumCPU(config.otherPIDs)
     let t0 = nowNanoseconds()
     let endAt = t0 + UInt64(seconds) * 1_000_000_000
     var bodies: [@Sendable () -> Void] = []
@@ -253,7 +264,7 @@ func throughput(_ config: Config) throws {
     }
     runThreads(bodies)
     let t1 = nowNanoseconds()
-    let cpu1 = config.serverPID.flatMap(cpuMicroseconds)
+    let cpu1 = sumCPU(config.serverPIDs), other1 = sumCPU(config.otherPIDs)
     let totalSent = states.reduce(0) { $0 + $1.sent.load(ordering: .relaxed) }
     let totalDelivered = states.reduce(0) { $0 + $1.delivered.load(ordering: .relaxed) }
     let elapsed = Double(t1 - t0) / 1e9
@@ -268,8 +279,77 @@ func throughput(_ config: Config) throws {
         out["server_cpu_us_per_frame"] = (c1 - c0) / Double(totalDelivered)
         out["server_cpu_utilisation"] = (c1 - c0) / 1e6 / elapsed
     }
+    if let o0 = other0, let o1 = other1, totalDelivered > 0 {
+        out["other_cpu_us_per_frame"] = (o1 - o0) / Double(totalDelivered)
+    }
     emit(out)
     for ws in senders + receivers { ws.close() }
+}
+
+/// Summed utime+stime of `pids` in microseconds; nil when none is given or one cannot be read.
+func sumCPU(_ pids: [Int32]) -> Double? {
+    guard !pids.isEmpty else { return nil }
+    var total = 0.0
+    for p in pids {
+        guard let c = cpuMicroseconds(p) else { return nil }
+        total += c
+    }
+    return total
+}
+
+// MARK: store
+
+/// STORE frames to recipients who are offline, each answered by RECEIPT 1 once durable: `--senders` connections
+/// (2), each with `--window` (256) frames awaiting their receipt; a fresh recipient every 500 frames so no mailbox
+/// fills. Reports stored frames per second and the server's (and `--other-pid`'s) CPU per stored frame.
+func store(_ config: Config) throws {
+    let senders = config.int("senders", 2)
+    let seconds = config.int("seconds", 3)
+    let payloadSize = config.int("payload", 256)
+    let window = max(1, config.int("window", 256))
+    let clients = try (0..<senders).map { _ in try login(config.url, .generate()) }
+    let stored = Atomic<Int>(0), refused = Atomic<Int>(0)
+    let errors = Mutex<[String]>([])
+    let handoff = Handoff(clients)
+    let cpu0 = sumCPU(config.serverPIDs), other0 = sumCPU(config.otherPIDs)
+    let t0 = nowNanoseconds()
+    let endAt = t0 + UInt64(seconds) * 1_000_000_000
+    runThreads((0..<senders).map { i in
+        {
+            let ws = handoff.value[i]
+            var sent = 0, answered = 0
+            var recipient = SigningSecretKey.generate().publicKey
+            let payload = [UInt8](repeating: 0x5A, count: payloadSize)
+            do {
+                while nowNanoseconds() < endAt || answered < sent {
+                    while nowNanoseconds() < endAt, sent - answered < window {
+                        if sent % 500 == 0 { recipient = SigningSecretKey.generate().publicKey }
+                        sent += 1
+                        try ws.send(binary: RelayFrame.send(sendID: UInt32(sent), recipient: recipient, flags: 1,
+                                                            payload: payload[...]).encoded())
+                    }
+                    guard let m = try ws.receive(timeout: .seconds(10)) else { throw BenchError("no RECEIPT in 10 s") }
+                    guard m.payload.count == 6, m.payload[0] == 0x13 else { continue }
+                    answered += 1
+                    if m.payload[5] == 1 { stored.add(1, ordering: .relaxed) } else { refused.add(1, ordering: .relaxed) }
+                }
+            } catch {
+                errors.withLock { $0.append("sender \(i): \(error)") }
+            }
+        }
+    })
+    let elapsed = Double(nowNanoseconds() - t0) / 1e9
+    let cpu1 = sumCPU(config.serverPIDs), other1 = sumCPU(config.otherPIDs)
+    let n = stored.load(ordering: .relaxed)
+    var out: [String: Any] = [
+        "mode": "store", "senders": senders, "window": window, "payload": payloadSize, "stored": n,
+        "refused": refused.load(ordering: .relaxed), "seconds": elapsed,
+        "frames_per_second": Double(n) / elapsed, "errors": errors.withLock { $0 },
+    ]
+    if let c0 = cpu0, let c1 = cpu1, n > 0 { out["server_cpu_us_per_frame"] = (c1 - c0) / Double(n) }
+    if let o0 = other0, let o1 = other1, n > 0 { out["other_cpu_us_per_frame"] = (o1 - o0) / Double(n) }
+    emit(out)
+    for ws in clients { ws.close() }
 }
 
 // MARK: rtt
@@ -299,7 +379,7 @@ func rtt(_ config: Config) throws {
     var peer = ka.publicKey
     if !selfLoop {
         let kb = SigningSecretKey.generate()
-        b = try login(config.url, kb)
+        b = try login(config.peerURL, kb)
         peer = kb.publicKey
     }
     let done = Atomic<Bool>(false)
@@ -416,6 +496,7 @@ do {
     case "throughput": try throughput(config)
     case "rtt": try rtt(config)
     case "paced": try paced(config)
+    case "store": try store(config)
     default: try idle(config)
     }
 } catch {

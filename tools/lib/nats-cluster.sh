@@ -2,6 +2,7 @@
 # Source it, then: nats_cluster_start DIR BASE_PORT [NODES]; nats_node_kill I; nats_node_start I; nats_cluster_stop.
 # Node I (1-based) listens for clients on BASE_PORT+I-1, for routes on BASE_PORT+100+I-1, monitoring on
 # BASE_PORT+200+I-1; JetStream file storage under DIR/nI. NATS_URLS is set to the client URLs, comma-separated.
+# NATS_TASKSET (e.g. "taskset -c 0") prefixes each server's command.
 
 nats_cluster_start() {
     NATS_DIR=$1; NATS_BASE=$2; NATS_NODES=${3:-3}
@@ -37,7 +38,7 @@ CONF
 
 nats_node_start() {
     local i=$1
-    nats-server -c "$NATS_DIR/n$i.conf" >>"$NATS_DIR/n$i.log" 2>&1 &
+    ${NATS_TASKSET:-} nats-server -c "$NATS_DIR/n$i.conf" >>"$NATS_DIR/n$i.log" 2>&1 &
     disown $! 2>/dev/null || true
     echo $! >"$NATS_DIR/n$i.pid"
 }
