@@ -45,7 +45,7 @@ let package = Package(
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
         .target(name: "HomebaseRouter",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode", "HomebaseCuration"]),
+                               "HomebaseNode", "HomebaseCuration", "CLinux"]),
         .target(name: "HomebaseService",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
                                "HomebaseNode", "HomebaseRouter"]),
