@@ -388,7 +388,7 @@ final class BlobWriter: @unchecked Sendable {
     }
 
     deinit {
-        self.queue.sync {}
+        // No block is pending: each holds the writer.
         if let current { current.buffer.deallocate() }
         self.free.withLock { for slot in $0 { slot.buffer.deallocate() } }
     }
