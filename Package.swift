@@ -49,7 +49,7 @@ let package = Package(
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
         .target(name: "HomebaseRouter",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode", "HomebaseCuration"]),
+                               "HomebaseNode", "HomebaseCuration", "CLinux"]),
         .target(name: "HomebaseService",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
                                "HomebaseNode", "HomebaseRouter"]),

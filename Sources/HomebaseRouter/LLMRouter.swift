@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseCuration
 
 /// The single place that decides which brain answers (seed 000).
 ///
@@ -21,13 +22,17 @@ public final class LLMRouter: Sendable {
     public let isHomebase: Bool
     /// Unix milliseconds; read wherever freshness is judged.
     public let clock: @Sendable () -> UInt64
+    /// Why a configured device model cannot answer now (a Hub model not downloaded), or `nil` when it can: the
+    /// route and banner then say the floor answers, and why, rather than name a model that is not there.
+    public let deviceModelFloor: @Sendable (DeviceModel) -> OnDeviceResolution.FloorReason?
 
     /// The device runtime assumed for a legacy local-model preference when no device model is configured.
     public static let defaultDeviceRuntimeURL = "http://127.0.0.1:11434"
 
     public init(settings: AgentSettings, keys: CloudKeyStore, runtime: ExternalRuntimeStore,
                 adverts: ExternalModelsAdvertStore, joined: any JoinedHomebaseStore, factory: any ProviderFactory,
-                isHomebase: Bool, clock: @escaping @Sendable () -> UInt64) {
+                isHomebase: Bool, clock: @escaping @Sendable () -> UInt64,
+                deviceModelFloor: @escaping @Sendable (DeviceModel) -> OnDeviceResolution.FloorReason? = { _ in nil }) {
         self.settings = settings
         self.keys = keys
         self.runtime = runtime
@@ -36,6 +41,7 @@ public final class LLMRouter: Sendable {
         self.factory = factory
         self.isHomebase = isHomebase
         self.clock = clock
+        self.deviceModelFloor = deviceModelFloor
     }
 
     // MARK: Deciding
@@ -147,7 +153,11 @@ public final class LLMRouter: Sendable {
         let text: String
         switch resolution.route {
         case .onDevice:
-            text = "On-device · \(resolution.onDeviceModel?.tag ?? FloorProvider.modelName)"
+            if let reason = resolution.floorReason, let tag = resolution.onDeviceModel?.tag {
+                text = "On-device · \(FloorProvider.modelName) (\(tag) not ready: \(reason.rawValue))"
+            } else {
+                text = "On-device · \(resolution.onDeviceModel?.tag ?? FloorProvider.modelName)"
+            }
         case .openai:
             text = "OpenAI · \(resolution.model)"
         case .anthropic:
@@ -247,8 +257,10 @@ public final class LLMRouter: Sendable {
 
     private func onDevice(_ deviceModel: DeviceModel?, fallback: Fallback? = nil, needsConfiguration: Bool = false,
                           stale: Bool = false) -> RouteResolution {
-        RouteResolution(route: .onDevice, model: deviceModel?.tag ?? FloorProvider.modelName,
-                        onDeviceModel: deviceModel, fallback: fallback, needsConfiguration: needsConfiguration,
-                        stale: stale)
+        let floorReason = deviceModel.flatMap(self.deviceModelFloor)
+        let model = floorReason == nil ? deviceModel?.tag : nil
+        return RouteResolution(route: .onDevice, model: model ?? FloorProvider.modelName, onDeviceModel: deviceModel,
+                               floorReason: floorReason, fallback: fallback, needsConfiguration: needsConfiguration,
+                               stale: stale)
     }
 }

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseCuration
 
 /// The four routes `resolve()` reduces all settings to (seed 000 §1); raw values are `route --json`'s.
 public enum Route: String, Sendable, Hashable, CaseIterable {
@@ -47,6 +48,10 @@ public struct RouteResolution: Sendable, Hashable {
     public var model: String
     /// When `route` is `.onDevice`: the device model rung, or `nil` for the floor alone.
     public var onDeviceModel: DeviceModel?
+    /// When `route` is `.onDevice`: why the floor answers although a device model is configured (a Hub model
+    /// not downloaded yet, say); `nil` when the device model answers, or none is configured. Each call still
+    /// tries the device model first, so a download that completes applies to the next call.
+    public var floorReason: OnDeviceResolution.FloorReason?
     /// Set when the radio chose an arm that could not carry the call, so on-device answers instead.
     public var fallback: Fallback?
     /// The selected source is not configured enough to route (drives only a banner, never an error).
@@ -55,11 +60,13 @@ public struct RouteResolution: Sendable, Hashable {
     public var stale: Bool
 
     public init(route: Route, shape: ExternalShape? = nil, model: String, onDeviceModel: DeviceModel? = nil,
-                fallback: Fallback? = nil, needsConfiguration: Bool = false, stale: Bool = false) {
+                floorReason: OnDeviceResolution.FloorReason? = nil, fallback: Fallback? = nil,
+                needsConfiguration: Bool = false, stale: Bool = false) {
         self.route = route
         self.shape = shape
         self.model = model
         self.onDeviceModel = onDeviceModel
+        self.floorReason = floorReason
         self.fallback = fallback
         self.needsConfiguration = needsConfiguration
         self.stale = stale
@@ -72,7 +79,8 @@ public struct RouteBanner: Sendable, Hashable, CustomStringConvertible {
     /// The stale-Homebase flag, word for word from seed 001.
     public static let staleText = "Not heard from recently — inference falls back on-device until it's back."
 
-    /// "External · qwen2.5:7b via Homebase", "On-device · floor", …
+    /// "External · qwen2.5:7b via Homebase", "On-device · floor", "On-device · floor (ORG/NAME not ready:
+    /// not_downloaded)", …
     public var text: String
     /// `staleText` when the selected Homebase is stale, else `nil`.
     public var staleNotice: String?

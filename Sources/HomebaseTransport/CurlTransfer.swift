@@ -20,7 +20,9 @@ final class CurlTransfer: @unchecked Sendable {
         case streamed(CurlBodyChannel)
         /// `stream(_:handler:)`: the head, then the bytes of each loop pass, pushed on the loop thread.
         case pushed(any HTTPStreamHandler)
-        /// A pushed transfer that has ended: the handler is let go, since it may hold the transfer's handle
+        /// `download(_:into:)`: the head, then each piece lent from libcurl's buffer in its write callback.
+        case written(any HTTPBodyWriter)
+        /// A pushed or written transfer that has ended: the handler is let go, since it may hold the transfer's handle
         /// (a reference cycle otherwise).
         case released
     }
@@ -130,6 +132,10 @@ final class CurlTransfer: @unchecked Sendable {
             "CONNECTTIMEOUT_MS")
         if let timeout = request.timeout {
             try self.check(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, milliseconds(timeout)), "TIMEOUT_MS")
+        }
+        if let bytes = request.receiveBufferBytes {
+            let size = min(max(bytes, 1024), 10 << 20)  // CURL_MAX_READ_SIZE
+            try self.check(ccurl_setopt_long(easy, CURLOPT_BUFFERSIZE, size), "BUFFERSIZE")
         }
         if case .buffered = self.delivery {
             // Fails early when Content-Length is already too big; the write callback catches the rest.
@@ -312,6 +318,8 @@ final class CurlTransfer: @unchecked Sendable {
             channel.headReceived(HTTPClientResponseHead(status: self.status, headers: self.headers))
         case .pushed(let handler):
             handler.head(HTTPClientResponseHead(status: self.status, headers: self.headers))
+        case .written(let writer):
+            writer.head(HTTPClientResponseHead(status: self.status, headers: self.headers))
         case .buffered, .released:
             break
         }
@@ -360,6 +368,9 @@ final class CurlTransfer: @unchecked Sendable {
                 self.wantsPacingPause = true
             }
             return bytes.count
+        case .written(let writer):
+            // 0 makes libcurl end the transfer with a write error; the writer knows why.
+            return self.failure == nil && writer.write(bytes) ? bytes.count : 0
         case .streamed(let channel):
             switch channel.offer(bytes) {
             case .accepted:
@@ -399,7 +410,7 @@ final class CurlTransfer: @unchecked Sendable {
                 self.wantsPacingPause = true
             }
             return false
-        case .buffered, .released:
+        case .buffered, .written, .released:
             return false
         }
     }
@@ -465,6 +476,13 @@ final class CurlTransfer: @unchecked Sendable {
             }
             self.delivery = .released
             handler.end(outcome)
+        case .written(let writer):
+            if outcome == nil && !self.headComplete {
+                self.headComplete = true
+                writer.head(head)
+            }
+            self.delivery = .released
+            writer.end(outcome)
         case .released:
             break
         }

@@ -33,6 +33,10 @@ public struct HTTPRequest: Sendable {
     /// Read pacing for `stream(_:)`: once started, the socket is read at most once per interval, so a server
     /// that writes one small piece per token costs one wake-up per interval, not one per token. `nil`: none.
     public var bodyPacing: HTTPBodyPacing?
+    /// Bytes libcurl reads from the socket at a time (CURLOPT_BUFFERSIZE, clamped to 1 KiB…10 MiB); `nil` keeps
+    /// its 16 KiB. A bulk download asks for more: fewer reads and write callbacks per megabyte, and larger writes
+    /// for an `HTTPBodyWriter`.
+    public var receiveBufferBytes: Int?
 
     public init(
         method: String = "GET",

@@ -98,6 +98,29 @@ public final class HTTPClient: Sendable {
         self.loop.start(transfer)
         return HTTPStreamHandle(loop: self.loop, transfer: transfer)
     }
+
+    /// Sends `request` and lends each piece of the body to `writer` inside libcurl's write callback, straight
+    /// from libcurl's buffer: no copy and no allocation per read, for a consumer that writes the bytes to a file
+    /// at once (a model download). libcurl takes off any transfer coding; `receiveBufferBytes` sets how much
+    /// one piece may be. Cancelling and timeouts work as for `stream(_:handler:)`.
+    public func download(_ request: HTTPRequest, into writer: any HTTPBodyWriter) -> HTTPStreamHandle {
+        let transfer = CurlTransfer(request: request, delivery: .written(writer))
+        self.loop.start(transfer)
+        return HTTPStreamHandle(loop: self.loop, transfer: transfer)
+    }
+}
+
+/// The receiver of `HTTPClient.download(_:into:)`. Called on the client's loop thread like an
+/// `HTTPStreamHandler`: `head` once (unless the transfer fails first), `write` for each piece libcurl read
+/// (never empty), then `end` exactly once. Calls must not block for long: every transfer of the client waits.
+public protocol HTTPBodyWriter: AnyObject, Sendable {
+    /// The final response head (after interim 1xx responses and followed redirects).
+    func head(_ head: HTTPClientResponseHead)
+    /// Body bytes, in order, lent for the duration of the call only. Returning `false` aborts the transfer
+    /// (`end` then reports a transport error; the writer knows its own reason).
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The transfer is over: `nil` when the body ended normally, else why it did not.
+    func end(_ error: HTTPClientError?)
 }
 
 /// The receiver of `HTTPClient.stream(_:handler:)`. Called on the client's loop thread (only `end(.cancelled)`

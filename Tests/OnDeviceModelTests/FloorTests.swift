@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCuration
+import HomebaseNode
 import Testing
 @testable import HomebaseRouter
 
@@ -69,5 +70,45 @@ import Testing
         let answer = await self.ask(store, curatedVision)
         #expect(answer.model == "floor")
         #expect(answer.fallback?.reason == .error("unsupported"))
+    }
+
+    /// `handset route` and its banner: a chosen Hub model that is not downloaded is not named as what answers —
+    /// the floor is, with the reason — until the model is ready.
+    @Test func theRouteSaysTheFloorAnswersUntilTheChosenModelIsReady() async throws {
+        let hub = try Hub()
+        defer { hub.stop() }
+        let dir = NSTemporaryDirectory() + "route-floor-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let directory = StateDirectory(explicit: dir, tool: "handset")
+        try DeviceSession.initialize(directory: directory, relayURL: "ws://127.0.0.1:1/", name: "phone")
+        let node = try NodeState(path: directory.databasePath)
+        let identity = try node.identity()
+        let messenger = LoopbackMessengerHub().messenger(for: identity.publicKey) { _ in .sibling }
+        var http = DeviceHTTP.unavailable
+        http.hub = HubAccess(http: Hub.http, endpoint: hub.endpoint, cacheRoot: hub.root)
+        let session = try DeviceSession(node: node, identity: identity, messenger: messenger, relay: nil, http: http,
+                                        clock: { UInt64(Date().timeIntervalSince1970 * 1000) })
+        defer { session.stop() }
+        try session.settings.setModelSource(.community)
+        try session.settings.setDeviceModel(.hub(curatedVision))
+
+        let before = session.router.resolution()
+        #expect(before.route == .onDevice)
+        #expect(before.model == "floor")
+        #expect(before.floorReason == .notDownloaded)
+        #expect(session.router.banner().text == "On-device · floor (\(curatedVision) not ready: not_downloaded)")
+        #expect(DeviceReport.route(session)["floor_reason"] as? String == "not_downloaded")
+        let floorAnswer = try await session.router.provider().complete(ChatRequest(messages: [.user("Hi")]))
+        #expect(floorAnswer.model == "floor")
+        #expect(floorAnswer.fallback?.reason == .error("not_downloaded"))
+
+        try await session.models.download(curatedVision)
+        let after = session.router.resolution()
+        #expect(after.model == curatedVision)
+        #expect(after.floorReason == nil)
+        #expect(session.router.banner().text == "On-device · \(curatedVision)")
+        #expect(DeviceReport.route(session)["floor_reason"] is NSNull)
+        let answer = try await session.router.provider().complete(ChatRequest(messages: [.user("Hi")]))
+        #expect(answer.model == curatedVision)
     }
 }

@@ -45,12 +45,14 @@ public enum Console {
 
 /// The `route` and `status` outputs, as data for `--json` and as text.
 public enum DeviceReport {
-    /// `route --json`: `{"route", "banner", "needs_configuration"}` (system.md), plus `stale`.
+    /// `route --json`: `{"route", "banner", "needs_configuration"}` (system.md), plus `stale`, and `floor_reason`
+    /// (why the floor answers for a configured device model, else null).
     public static func route(_ s: DeviceSession) -> [String: Any] {
         let resolution = s.router.resolution()
         let banner = s.router.banner()
         return ["route": resolution.route.rawValue, "banner": banner.text,
-                "needs_configuration": resolution.needsConfiguration, "stale": banner.staleNotice != nil]
+                "needs_configuration": resolution.needsConfiguration, "stale": banner.staleNotice != nil,
+                "floor_reason": resolution.floorReason?.rawValue ?? NSNull()]
     }
 
     public static func printRoute(_ s: DeviceSession, json: Bool) {

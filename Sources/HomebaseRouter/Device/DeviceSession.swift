@@ -116,7 +116,12 @@ public final class DeviceSession: Sendable {
             clock: clock, logger: logger)
         self.router = LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime,
                                 adverts: self.adverts, joined: self.joined, factory: factory, isHomebase: false,
-                                clock: clock)
+                                clock: clock, deviceModelFloor: { model in
+                                    // A Hub model answers only once downloaded and loadable (the floor rules).
+                                    guard model.isHub, case .floor(let reason) = models.resolve(choice: model.tag)
+                                    else { return nil }
+                                    return reason
+                                })
         self.responses.setOtherMessagesHandler { [weak self] in self?.dispatch($0) }
         self.responses.setEventsHandler { [weak self] event in
             if case .connected(let stored) = event {

@@ -6,6 +6,7 @@ import HomebaseTransport
 import Synchronization
 
 #if canImport(Glibc)
+import CLinux
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -18,15 +19,19 @@ import Darwin
 ///   store) into `blobs/<etag>.incomplete`, under `.locks/…/<etag>.lock`;
 /// - an `.incomplete` left by an earlier attempt is resumed with `Range: bytes=N-` (its bytes are hashed first);
 /// - the blob is verified — sha256 for LFS files (the tree's `lfs.oid`), the git blob sha1 otherwise — and only
-///   then renamed to `blobs/<etag>`: a partial or corrupt file is never taken for a whole one;
+///   then, after an `fsync`, renamed to `blobs/<etag>` (and the directory synced): a partial or corrupt file is
+///   never taken for a whole one, and a whole one survives a crash;
 /// - `snapshots/<commit>/<path>` links to it relatively, and `refs/main` names the commit.
 ///
-/// Bytes go from libcurl's loop thread straight to the file (`HTTPClient.stream(_:handler:)`, no task hop per
-/// read); the sha256 runs beside it on a hashing queue, so hashing overlaps the transfer instead of adding to it.
+/// libcurl's loop thread lends each read to a `BlobWriter` (`HTTPClient.download(_:into:)`, no copy, no task
+/// hop); that writes and hashes it a megabyte at a time on a queue of its own, so the hash and the disk overlap
+/// the socket reads instead of adding to them, and starts the disk's writeback as it goes.
 public struct HubDownloader: Sendable {
     public let http: HTTPClient
     public let endpoint: String
     public let layout: HubCacheLayout
+    /// libcurl's read size for a download (`HTTPRequest.receiveBufferBytes`): a megabyte a read and a write.
+    static let receiveBufferBytes = 1 << 20
 
     /// Progress: bytes done (this attempt's resumed bytes included) and the total, across every file.
     public typealias Progress = @Sendable (_ done: Int64, _ total: Int64) -> Void
@@ -46,14 +51,17 @@ public struct HubDownloader: Sendable {
         var before: Int64 = 0
         try Self.makeDirectories([self.layout.repo(id) + "/blobs", self.layout.locks(id),
                                   self.layout.snapshot(id, commit: commit), self.layout.repo(id) + "/refs"])
+        var linkDirectories: Set<String> = []
         for file in files {
             let done = before
             try await self.fetch(id, commit: commit, file: file, progress: { progress(done + $0, total) },
                                  shouldCancel: shouldCancel)
             before += file.size
             progress(before, total)
-            try self.link(id, commit: commit, file: file)
+            linkDirectories.insert(try self.link(id, commit: commit, file: file))
         }
+        // The links are on disk before the ref that names their snapshot.
+        for directory in linkDirectories.sorted() { try Self.syncDirectory(directory) }
         try Self.writeAtomically(Array(commit.utf8), to: self.layout.ref(id))
     }
 
@@ -83,18 +91,27 @@ public struct HubDownloader: Sendable {
             guard ftruncate(fd, 0) == 0 else { throw .disk("truncate: \(Self.errnoText())") }
             resumeAt = 0
         }
-        let sink = BlobSink(fd: fd, hashLFS: file.sha256 != nil, resumedBytes: resumeAt)
-        if resumeAt > 0, file.sha256 != nil { try sink.hashExisting(path: partial, count: resumeAt) }
+        let writer = BlobWriter(fd: fd, hashes: file.sha256 != nil, fileBytes: resumeAt)
+        if resumeAt > 0 { try writer.prefill(path: partial, count: resumeAt) }
+        let sink = BlobSink(writer: writer, resumedBytes: resumeAt)
         var headers = [("Accept-Encoding", "identity")]
         if resumeAt > 0 && resumeAt < file.size { headers.append(("Range", "bytes=\(resumeAt)-")) }
+        var outcome: HubError?
         if resumeAt < file.size || file.size == 0 {
             let url = "\(self.endpoint)/\(id)/resolve/\(commit)/\(Self.escapePath(file.path))"
-            let request = HTTPRequest(url: url, headers: headers, connectTimeout: .seconds(10),
+            var request = HTTPRequest(url: url, headers: headers, connectTimeout: .seconds(10),
                                       idleTimeout: .seconds(30), followRedirects: true)
-            let handle = self.http.stream(request, handler: sink)
-            let outcome = await Self.wait(sink, handle: handle, progress: progress, shouldCancel: shouldCancel)
-            if let failure = outcome { throw failure }
+            request.receiveBufferBytes = Self.receiveBufferBytes
+            let handle = self.http.download(request, into: sink)
+            outcome = await Self.wait(sink, handle: handle, progress: progress, shouldCancel: shouldCancel)
         }
+        // Waits for the writer's queue, whatever happened: it is done with the file before the file is closed.
+        let digest: [UInt8]
+        switch writer.finish() {
+        case .success(let d): digest = d
+        case .failure(let failure): throw failure  // a failed write aborted the transfer: this says why
+        }
+        if let outcome { throw outcome }
         guard fsync(fd) == 0 else { throw .disk("fsync: \(Self.errnoText())") }
         close(fd)
         closed = true
@@ -102,7 +119,7 @@ public struct HubDownloader: Sendable {
         let size = Int64(Self.fileSize(partial) ?? -1)
         let actual: String
         if file.sha256 != nil {
-            actual = Hex.encode(sink.finishHash())
+            actual = Hex.encode(digest)
         } else {
             guard let bytes = FileManager.default.contents(atPath: partial) else { throw .disk("cannot read back \(partial)") }
             actual = HubTree.gitBlobID(Array(bytes))
@@ -115,6 +132,7 @@ public struct HubDownloader: Sendable {
             throw .checksumMismatch(path: file.path, expected: file.etag, actual: actual)
         }
         guard rename(partial, blob) == 0 else { throw .disk("rename: \(Self.errnoText())") }
+        try Self.syncDirectory(Self.parent(of: blob))  // the rename itself survives a crash
     }
 
     /// Waits for the transfer, reporting progress every 100 ms and polling `shouldCancel`; task cancellation
@@ -146,13 +164,28 @@ public struct HubDownloader: Sendable {
 
     // MARK: Files
 
-    func link(_ id: String, commit: String, file: HubFile) throws(HubError) {
+    /// Links the snapshot's path to the blob; returns the link's directory.
+    func link(_ id: String, commit: String, file: HubFile) throws(HubError) -> String {
         let path = self.layout.snapshotFile(id, commit: commit, path: file.path)
-        if let slash = path.lastIndex(of: "/") { try Self.makeDirectories([String(path[..<slash])]) }
+        let directory = Self.parent(of: path)
+        try Self.makeDirectories([directory])
         unlink(path)
         guard symlink(HubCacheLayout.symlinkTarget(path: file.path, etag: file.etag), path) == 0 else {
             throw .disk("symlink \(path): \(Self.errnoText())")
         }
+        return directory
+    }
+
+    static func parent(of path: String) -> String {
+        path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+    }
+
+    /// `fsync` of a directory: makes the names created or renamed in it durable.
+    static func syncDirectory(_ path: String) throws(HubError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { throw .disk("open \(path): \(Self.errnoText())") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw .disk("fsync \(path): \(Self.errnoText())") }
     }
 
     static func makeDirectories(_ paths: [String]) throws(HubError) {
@@ -184,6 +217,7 @@ public struct HubDownloader: Sendable {
             unlink(temporary)
             throw .disk("write \(path): \(Self.errnoText())")
         }
+        try Self.syncDirectory(Self.parent(of: path))
     }
 
     static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
@@ -216,15 +250,13 @@ public struct HubDownloader: Sendable {
     }
 }
 
-/// Receives one file's body on the HTTP loop thread: writes it to the `.incomplete` file and feeds the hasher.
+/// Receives one file's body on the HTTP loop thread and passes it to a `BlobWriter`; keeps the response's
+/// verdict (an error status and its body, a disk failure, a cancel) for the task that waits.
 ///
-/// `@unchecked Sendable`: `head`, `body` and `end` come one at a time on the loop thread (`HTTPStreamHandler`), and
-/// the hasher is read only after `end` resumed the waiter; what other threads read (`bytesDone`, the outcome) is
-/// atomic or behind the mutex.
-final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
-    private let fd: Int32
-    private var hasher: PipelinedHasher?
-    private let hashLFS: Bool
+/// `@unchecked Sendable`: `head`, `write` and `end` come one at a time on the loop thread (`HTTPBodyWriter`);
+/// what other threads read (`bytesDone`, the outcome) is atomic or behind the mutex.
+final class BlobSink: HTTPBodyWriter, @unchecked Sendable {
+    let writer: BlobWriter
     private let resumed: Int64
     private var rejected: HubError?
     private var errorBody: [UInt8] = []
@@ -233,10 +265,8 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
     private let cancelled = Atomic<Bool>(false)
     private let state = Mutex<(outcome: HubError??, waiter: CheckedContinuation<HubError?, Never>?)>((nil, nil))
 
-    init(fd: Int32, hashLFS: Bool, resumedBytes: Int64) {
-        self.fd = fd
-        self.hashLFS = hashLFS
-        self.hasher = hashLFS ? PipelinedHasher() : nil
+    init(writer: BlobWriter, resumedBytes: Int64) {
+        self.writer = writer
         self.resumed = resumedBytes
         self.done.store(resumedBytes, ordering: .relaxed)
     }
@@ -244,24 +274,6 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
     var bytesDone: Int64 { self.done.load(ordering: .relaxed) }
 
     func markCancelled() { self.cancelled.store(true, ordering: .relaxed) }
-
-    /// Feeds the bytes already in the partial file to the hasher (a resume), before the transfer starts.
-    func hashExisting(path: String, count: Int64) throws(HubError) {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw .disk("open \(path): \(HubDownloader.errnoText())") }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var left = count
-        while left > 0 {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, Int(min(Int64($0.count), left))) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw .disk("read back \(path): \(HubDownloader.errnoText())") }
-            self.hasher?.update(Array(buffer[0..<n]))
-            left -= Int64(n)
-        }
-    }
-
-    func finishHash() -> [UInt8] { self.hasher?.finalize() ?? [] }
 
     func head(_ head: HTTPClientResponseHead) {
         self.head = head
@@ -271,8 +283,7 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
         case 200:
             if self.resumed > 0 {
                 // The server ignored the Range: start over, file and hash.
-                ftruncate(self.fd, 0)
-                self.hasher = self.hashLFS ? PipelinedHasher() : nil
+                self.writer.restart()
                 self.done.store(0, ordering: .relaxed)
             }
         default:
@@ -280,23 +291,19 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
         }
     }
 
-    func body(_ bytes: [UInt8]) {
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if self.rejected != nil {
             if self.errorBody.count < 4096 { self.errorBody += bytes.prefix(4096 - self.errorBody.count) }
-            return
+            return true
         }
-        let ok = bytes.withUnsafeBytes { HubDownloader.writeAll(self.fd, $0) }
-        guard ok else {
-            self.rejected = .disk(HubDownloader.errnoText())
-            // Nothing more is written; the transfer is stopped by its end (the waiter cancels it).
-            self.finish(self.rejected)
-            return
-        }
-        self.hasher?.update(bytes)
+        // False once a write to the file failed: the transfer aborts, and `BlobWriter.finish` says why.
+        guard self.writer.append(bytes) else { return false }
         self.done.add(Int64(bytes.count), ordering: .relaxed)
+        return true
     }
 
     func end(_ error: HTTPClientError?) {
+        self.writer.flush()
         if case .http? = self.rejected, let head = self.head {
             self.finish(HubClient.httpError(head, body: self.errorBody))
         } else if let rejected = self.rejected {
@@ -333,26 +340,162 @@ final class BlobSink: HTTPStreamHandler, @unchecked Sendable {
     }
 }
 
-/// SHA-256 on a serial queue of its own, fed in order from the HTTP loop thread: the hash keeps pace beside the
-/// transfer on a second core instead of stalling the socket reads. At most `maxPendingPieces` pieces wait; past
-/// that `update` waits for the hasher (the hash can never fall unboundedly behind, holding the file in memory).
-final class PipelinedHasher: @unchecked Sendable {
-    static let maxPendingPieces = 1024
-    // Touched only on `queue`.
-    private let hasher = SHA256Hasher()
-    private let queue = DispatchQueue(label: "homebase.sha256")
-    private let slots = DispatchSemaphore(value: PipelinedHasher.maxPendingPieces)
+/// Writes a blob to its `.incomplete` file and hashes it, a megabyte at a time, on a queue of its own.
+///
+/// libcurl hands the body over in 16 KiB pieces (CURL_MAX_WRITE_SIZE). Written and hashed one by one on the loop
+/// thread, a 256 MB file cost 16,000 `write` calls and the hash on top of the socket reads, all on one core.
+/// Here the loop thread only copies each piece into a reused megabyte slot; the queue writes full slots to the
+/// file, hashes them and gives them back. The socket reads and the file writes with the hash then run on two
+/// cores, and nothing is allocated per piece. At most `slotCount` slots are in flight: past that `append` waits
+/// for the queue, so the hash and the disk can never fall unboundedly behind.
+///
+/// `append`, `flush` and `restart` come from one thread at a time (the HTTP loop thread); `finish` after the
+/// transfer ended. The queue alone touches the file offset and the hasher once the transfer has started.
+final class BlobWriter: @unchecked Sendable {
+    static let slotBytes = 1 << 20
+    static let slotCount = 4
+    /// Written bytes between two requests to start their writeback (`sync_file_range`).
+    static let writebackStride: Int64 = 8 << 20
 
-    func update(_ bytes: [UInt8]) {
-        self.slots.wait()
-        self.queue.async {
-            self.hasher.update(bytes)
-            self.slots.signal()
+    /// A slot's memory; its owner (the filling thread, or the queue while it is in flight) alone touches it.
+    struct Slot: @unchecked Sendable { let buffer: UnsafeMutableRawBufferPointer }
+
+    private let fd: Int32
+    private let hashes: Bool
+    private let queue = DispatchQueue(label: "homebase.blob-writer")
+    private let slots = DispatchSemaphore(value: BlobWriter.slotCount)
+    private let free: Mutex<[Slot]>
+    private let failed = Atomic<Bool>(false)
+    // The filling thread's.
+    private var current: Slot?
+    private var filled = 0
+    // The queue's (or anyone's before the transfer starts, and after `finish`).
+    private var hasher: SHA256Hasher?
+    private var fileBytes: Int64
+    private var writebackFrom: Int64
+    private var failure: HubError?
+
+    /// `fileBytes`: what the file holds already (a resume; `prefill` hashes it).
+    init(fd: Int32, hashes: Bool, fileBytes: Int64) {
+        self.fd = fd
+        self.hashes = hashes
+        self.hasher = hashes ? SHA256Hasher() : nil
+        self.fileBytes = fileBytes
+        self.writebackFrom = fileBytes
+        self.free = Mutex((0..<Self.slotCount).map { _ in
+            Slot(buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: Self.slotBytes, alignment: 64))
+        })
+    }
+
+    deinit {
+        // No block is pending: each holds the writer.
+        if let current { current.buffer.deallocate() }
+        self.free.withLock { for slot in $0 { slot.buffer.deallocate() } }
+    }
+
+    /// Hashes the bytes already in the partial file (a resume), before the transfer starts.
+    func prefill(path: String, count: Int64) throws(HubError) {
+        guard let hasher = self.hasher else { return }
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw .disk("open \(path): \(HubDownloader.errnoText())") }
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.slotBytes, alignment: 64)
+        defer { buffer.deallocate() }
+        var left = count
+        while left > 0 {
+            let n = read(fd, buffer.baseAddress!, Int(min(Int64(buffer.count), left)))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw .disk("read back \(path): \(HubDownloader.errnoText())") }
+            hasher.update(raw: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            left -= Int64(n)
         }
     }
 
-    /// Waits for every piece, then returns the digest.
-    func finalize() -> [UInt8] {
-        self.queue.sync { self.hasher.finalize() }
+    /// Empties the file and the hash (the server answered a `Range` with the whole file).
+    func restart() {
+        self.flush()
+        self.queue.sync {
+            if ftruncate(self.fd, 0) != 0, self.failure == nil {
+                self.failure = .disk("truncate: \(HubDownloader.errnoText())")
+                self.failed.store(true, ordering: .relaxed)
+            }
+            self.fileBytes = 0
+            self.writebackFrom = 0
+            self.hasher = self.hashes ? SHA256Hasher() : nil
+        }
+    }
+
+    /// Copies a piece in; a full slot goes to the queue. `false` once a write has failed.
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var rest = bytes
+        while !rest.isEmpty {
+            if self.failed.load(ordering: .relaxed) { return false }
+            let slot = self.current ?? self.takeSlot()
+            self.current = slot
+            let n = min(slot.buffer.count - self.filled, rest.count)
+            (slot.buffer.baseAddress! + self.filled).copyMemory(from: rest.baseAddress!, byteCount: n)
+            self.filled += n
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+            if self.filled == slot.buffer.count { self.flush() }
+        }
+        return !self.failed.load(ordering: .relaxed)
+    }
+
+    /// Sends the slot being filled to the queue, however full.
+    func flush() {
+        guard let slot = self.current else { return }
+        let count = self.filled
+        self.current = nil
+        self.filled = 0
+        guard count > 0 else { return self.giveBack(slot) }
+        self.queue.async { self.process(slot, count: count) }
+    }
+
+    /// Waits for the queue; then the file holds every byte appended. Returns the digest (empty when not
+    /// hashing), or the write failure.
+    func finish() -> Result<[UInt8], HubError> {
+        self.flush()
+        return self.queue.sync {
+            if let failure = self.failure { return .failure(failure) }
+            return .success(self.hasher?.finalize() ?? [])
+        }
+    }
+
+    private func takeSlot() -> Slot {
+        self.slots.wait()
+        return self.free.withLock { $0.removeLast() }
+    }
+
+    private func giveBack(_ slot: Slot) {
+        self.free.withLock { $0.append(slot) }
+        self.slots.signal()
+    }
+
+    /// On the queue: writes a slot, hashes it, starts its writeback.
+    private func process(_ slot: Slot, count: Int) {
+        defer { self.giveBack(slot) }
+        guard self.failure == nil else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: slot.buffer[0..<count])
+        guard HubDownloader.writeAll(self.fd, bytes) else {
+            self.failure = .disk("write: \(HubDownloader.errnoText())")
+            self.failed.store(true, ordering: .relaxed)
+            return
+        }
+        self.hasher?.update(raw: bytes)
+        self.fileBytes += Int64(count)
+        self.startWriteback()
+    }
+
+    /// Asks the kernel to start writing what arrived to disk (`SYNC_FILE_RANGE_WRITE`: it does not wait), every
+    /// `writebackStride` bytes, so the disk works while the transfer runs and the `fsync` before the rename
+    /// waits for the last stride rather than the whole file. Only a head start: the `fsync` still decides (and
+    /// reports any error), so a failure here is ignored.
+    private func startWriteback() {
+        guard self.fileBytes - self.writebackFrom >= Self.writebackStride else { return }
+        #if os(Linux)
+        _ = sync_file_range(self.fd, __off64_t(self.writebackFrom), __off64_t(self.fileBytes - self.writebackFrom),
+                            clinux_sync_file_range_write)
+        #endif
+        self.writebackFrom = self.fileBytes
     }
 }
