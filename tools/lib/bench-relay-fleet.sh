@@ -12,7 +12,12 @@ bench_fleet() {
     local out="$root/bench-out/relay-fleet.json"
     mkdir -p "$root/bench-out"
     : >"$work/fleet.jsonl"
-    record() { echo "{\"setup\":\"$1\",\"test\":\"$2\",\"result\":$3}" >>"$work/fleet.jsonl"; echo "  $1 $2: $3"; }
+    # A load that failed (its error is on stderr) is kept as such, not left out.
+    record() {
+        local result=${3:-'{"error":"no result"}'}
+        echo "{\"setup\":\"$1\",\"test\":\"$2\",\"result\":$result}" >>"$work/fleet.jsonl"
+        echo "  $1 $2: $result"
+    }
 
     echo "== single relay (SQLite)"
     for r in $(seq 1 "$repeats"); do
