@@ -85,6 +85,12 @@ public protocol PeerMessenger: AnyObject, Sendable {
 
     /// The envelope version inference messages to and from `peer` use now (§7.8: the highest common one).
     func envelopeVersion(for peer: PublicKey) -> UInt8
+
+    /// The handler of `message` (from `inbound`) is done with it. `durable`: its effect is committed, or its
+    /// refusal final; false: it failed (a store error) and should come again. A messenger that acknowledges
+    /// some stored frames only once settled (`RelayMessenger`'s `settledTypes`, `InboundLedger`) acknowledges
+    /// them now; for any other message this does nothing.
+    func settle(_ message: InboundMessage, durable: Bool)
 }
 
 extension PeerMessenger {
@@ -97,6 +103,9 @@ extension PeerMessenger {
     public func recordEnvelopeVersions(_ versions: [Int]?, of peer: PublicKey) {}
 
     public func envelopeVersion(for peer: PublicKey) -> UInt8 { 1 }
+
+    /// A messenger that acknowledges every frame as it hands it on has nothing to settle.
+    public func settle(_ message: InboundMessage, durable: Bool) {}
 
     /// A messenger without an inline path gives every message to `inbound`.
     public func setInlineHandler(_ handler: (@Sendable (InboundMessage) -> Bool)?) {}

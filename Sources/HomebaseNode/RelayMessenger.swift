@@ -35,6 +35,9 @@ public final class RelayMessenger: PeerMessenger {
     public let speaksV2: Bool
     /// Where the peers' envelope versions are kept across restarts (nil: in memory only).
     private let versionStore: PeerVersionStore?
+    /// Message types whose stored frames are acknowledged once their handler settles them (`settle`), not as
+    /// they are handed on (`InboundLedger`).
+    private let settledTypes: Set<String>
 
     private struct State {
         var receipts = PendingReceipts<@Sendable (SendOutcome) -> Void>()
@@ -51,6 +54,8 @@ public final class RelayMessenger: PeerMessenger {
         /// v2 messages waiting for a handshake, per peer, in send order (at most `maxHeld` each).
         var held: [PublicKey: [Held]] = [:]
         var sessionCounts = SessionCounts()
+        /// Messages of `settledTypes` handed on and not yet settled, with the frames to acknowledge when they are.
+        var ledger = InboundLedger()
     }
 
     /// What went through v2 so far (tests, the bench, diagnostics).
@@ -81,12 +86,16 @@ public final class RelayMessenger: PeerMessenger {
     ///   - replayPruneInterval: how often replay records past the horizon are deleted while the messenger runs
     ///     (also at each login): a device that stays connected for weeks keeps only the records that can still
     ///     stop a replay, not every id up to the store's cap.
+    ///   - settledTypes: message types whose effect is state the owner commits after `inbound` hands them over
+    ///     (the Homebase's `InboundLedger.hostSettledTypes`): their frames are acknowledged only once the owner
+    ///     calls `settle`, so a crash before the effect is committed does not lose them.
     public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
                 options: RelayLink.Options = RelayLink.Options(), logger: Logger,
                 wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs },
                 replayPruneInterval: Duration = .seconds(3600), speaksV2: Bool = true,
-                versionStore: PeerVersionStore? = nil) {
+                versionStore: PeerVersionStore? = nil, settledTypes: Set<String> = []) {
         self.publicKey = key.publicKey
+        self.settledTypes = settledTypes
         self.speaksV2 = speaksV2
         self.versionStore = versionStore
         self.replayPruneInterval = replayPruneInterval
@@ -546,9 +555,9 @@ public final class RelayMessenger: PeerMessenger {
     }
 
     /// Frames received together: receipts at once; the delivered envelopes opened and checked, their ids
-    /// recorded in one commit, then passed on, then acknowledged.
+    /// recorded in one commit, then passed on, then acknowledged (those of `settledTypes` once settled).
     func handle(_ frames: [RelayFrame]) {
-        var opened: [InboundMessage] = []
+        var opened: [(message: InboundMessage, deliveryID: UInt64)] = []
         var acks: [UInt64] = []
         for frame in frames {
             switch frame {
@@ -556,15 +565,43 @@ public final class RelayMessenger: PeerMessenger {
                 let cb = self.state.withLock { $0.receipts.complete(sendID) }
                 cb?(.receipt(status))
             case .deliver(let sender, let deliveryID, let payload):
-                if let message = self.checkDelivered(payload, from: sender) { opened.append(message) }
-                // Acknowledge after handling, dropped or not, so a bad frame is not redelivered forever.
-                if deliveryID != 0 { acks.append(deliveryID) }
+                if let message = self.checkDelivered(payload, from: sender) {
+                    opened.append((message, deliveryID))
+                } else if deliveryID != 0 {
+                    // Dropped by a rule: acknowledged all the same, so a bad frame is not redelivered forever.
+                    acks.append(deliveryID)
+                }
             default:
                 break
             }
         }
-        self.accept(opened)
+        acks += self.accept(opened)
         for id in acks { self.link?.enqueue(.ack(deliveryID: id)) }
+    }
+
+    public func settle(_ message: InboundMessage, durable: Bool) {
+        guard self.settledTypes.contains(message.message.type) else { return }
+        let key = InboundLedger.Key(sender: message.sender, messageID: message.messageID)
+        let actions = self.state.withLock { $0.ledger.handled(key, durable: durable) }
+        for action in actions {
+            switch action {
+            case .markSettled:
+                do {
+                    try self.seen?.markSettled([SeenMessageStore.Entry(
+                        sender: message.sender, messageID: message.messageID, sentAtMs: message.sentAtMs)])
+                } catch {
+                    // Not acknowledged: the relay delivers it again on the next connection, and its unsettled id
+                    // hands it on again.
+                    self.logger.warning("Settling a message's replay id failed",
+                                        metadata: ["error": "\(error)", "type": "\(message.message.type)"])
+                    return
+                }
+            case .ack(let deliveryID):
+                self.link?.enqueue(.ack(deliveryID: deliveryID))
+            case .handOn, .dropReplay:
+                break
+            }
+        }
     }
 
     private func failPendingReceipts() {
@@ -581,7 +618,7 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The receiver rules of Protocol/envelope.md §5, in order.
     func open(_ payload: ArraySlice<UInt8>, from relaySender: PublicKey) {
-        if let message = self.checkDelivered(payload, from: relaySender) { self.accept([message]) }
+        if let message = self.checkDelivered(payload, from: relaySender) { _ = self.accept([(message, 0)]) }
     }
 
     /// The rules before the replay check for either version, by the envelope's first byte.
@@ -618,28 +655,55 @@ public final class RelayMessenger: PeerMessenger {
 
     /// The replay rule for checked envelopes, their ids recorded in one commit (written before anything is
     /// passed on or acknowledged, and synced as the store does it: `SeenMessageStore.syncsEveryCommit`); the
-    /// fresh ones go to the inline handler, then to `inbound`, in order. A store failure drops them all: passing
-    /// on a message whose id could not be recorded would let it be replayed.
-    private func accept(_ opened: [InboundMessage]) {
-        guard !opened.isEmpty else { return }
-        var fresh = Array(repeating: true, count: opened.count)
+    /// fresh ones go to the inline handler, then to `inbound`, in order. Returns the frames to acknowledge now:
+    /// those of `settledTypes` wait for `settle` (`InboundLedger` orders the steps). A store failure drops them
+    /// all unacknowledged: passing on a message whose id could not be recorded would let it be replayed, and the
+    /// relay delivers them again on the next connection.
+    private func accept(_ opened: [(message: InboundMessage, deliveryID: UInt64)]) -> [UInt64] {
+        guard !opened.isEmpty else { return [] }
+        let awaits = opened.map { self.settledTypes.contains($0.message.message.type) }
+        var records = Array(repeating: InboundLedger.Record.fresh, count: opened.count)
         if let seen = self.seen {
-            let entries = opened.map {
-                SeenMessageStore.Entry(sender: $0.sender, messageID: $0.messageID, sentAtMs: $0.sentAtMs)
+            let entries = zip(opened, awaits).map { item, awaits in
+                SeenMessageStore.Entry(sender: item.message.sender, messageID: item.message.messageID,
+                                       sentAtMs: item.message.sentAtMs, settled: !awaits)
             }
-            fresh = (try? seen.insertIfNew(entries)) ?? Array(repeating: false, count: opened.count)
+            guard let recorded = try? seen.record(entries) else {
+                for item in opened { self.drop(.replay, from: item.message.sender) }
+                return []
+            }
+            records = recorded
+        }
+        let steps = self.state.withLock { s in
+            opened.indices.map { i in
+                s.ledger.received(InboundLedger.Key(sender: opened[i].message.sender,
+                                                    messageID: opened[i].message.messageID),
+                                  deliveryID: opened[i].deliveryID, record: records[i], awaitsSettlement: awaits[i])
+            }
         }
         let inline = self.inlineHandler.current
-        for (item, isFresh) in zip(opened, fresh) {
-            if isFresh {
-                if self.speaksV2, let versions = EnvelopeVersions.advertised(in: item.message, from: item.sender) {
-                    self.recordEnvelopeVersions(versions, of: item.sender)
+        var acks: [UInt64] = []
+        for (item, actions) in zip(opened, steps) {
+            for action in actions {
+                switch action {
+                case .handOn:
+                    let message = item.message
+                    if self.speaksV2,
+                        let versions = EnvelopeVersions.advertised(in: message.message, from: message.sender)
+                    {
+                        self.recordEnvelopeVersions(versions, of: message.sender)
+                    }
+                    if let inline, inline(message) { continue }
+                    self.inboundContinuation.yield(message)
+                case .dropReplay:
+                    self.drop(.replay, from: item.message.sender)
+                case .ack(let deliveryID):
+                    acks.append(deliveryID)
+                case .markSettled:
+                    break
                 }
-                if let inline, inline(item) { continue }
-                self.inboundContinuation.yield(item)
-            } else {
-                self.drop(.replay, from: item.sender)
             }
         }
+        return acks
     }
 }

@@ -77,17 +77,21 @@ public final class ContactService: Sendable {
 
     // MARK: Inbound
 
-    /// One inbound contact-channel message other than `infer.*`.
-    public func handle(_ inbound: InboundMessage) async {
+    /// One inbound contact-channel message other than `infer.*`. Returns whether its effect is committed or its
+    /// refusal final (`PeerMessenger.settle`); false when the registry could not be written, so the message comes
+    /// again. Either message may come again after a crash before it was settled: a join of a known guest and
+    /// the leave of a guest already gone change nothing.
+    @discardableResult
+    public func handle(_ inbound: InboundMessage) async -> Bool {
         let sender = inbound.sender
         switch inbound.message {
         case .contactJoin(let name):
-            await self.join(from: sender, name: name)
+            return await self.join(from: sender, name: name)
         case .contactLeave:
             // Streams first: one that has just finished still records its usage (written in the background: it
             // is waited for), which the removal then deletes with the guest, instead of leaving a row for a guest
             // who is gone.
-            guard self.registry.record(for: sender) != nil else { return }
+            guard self.registry.record(for: sender) != nil else { return true }
             // No request of its is admitted from here on (they arrive on the relay link's thread meanwhile); the
             // mark goes with the rest of its state (`forget`) however this ends.
             self.authorizer.startLeaving(guest: sender)
@@ -95,28 +99,31 @@ public final class ContactService: Sendable {
             self.inference.cancelAll(from: sender)
             await self.authorizer.usageWritten()
             do {
-                guard try self.registry.remove(guest: sender) else { return }
+                guard try self.registry.remove(guest: sender) else { return true }
             } catch {
                 self.logger.error("cannot remove a guest", metadata: ["guest": sender.short, "error": "\(error)"])
-                return
+                return false
             }
             self.logger.info("guest left", metadata: ["guest": sender.short])
         case .advertRequest:
-            guard self.registry.record(for: sender)?.isServable(nowMs: self.clock.nowMs()) == true else { return }
+            guard self.registry.record(for: sender)?.isServable(nowMs: self.clock.nowMs()) == true else { return true }
             self.adverts.answerRequest(from: sender, channel: .contact)
         default:
             // contact.grant / contact.revoke are host → guest; anything else has no meaning here.
             break
         }
+        return true
     }
 
-    private func join(from sender: PublicKey, name: String) async {
+    /// `handle`'s `contact.join`: false only when the join could not be recorded.
+    private func join(from sender: PublicKey, name: String) async -> Bool {
         let known = self.registry.record(for: sender)
         if known?.state != .granted {
             let nowMs = self.clock.nowMs()
             guard self.joinBucket.withLock({ $0.take(1, nowMs: nowMs) }) else {
+                // A refusal, final, as before: dropped unanswered (a flood is not kept to be handled later).
                 self.logger.debug("contact.join rate-limited", metadata: ["peer": sender.short])
-                return
+                return true
             }
         }
         let outcome: GuestRegistry.JoinOutcome
@@ -124,7 +131,7 @@ public final class ContactService: Sendable {
             outcome = try self.registry.recordJoin(guest: sender, name: name, nowMs: self.clock.nowMs())
         } catch {
             self.logger.error("cannot record a join", metadata: ["peer": sender.short, "error": "\(error)"])
-            return
+            return false
         }
         switch outcome {
         case .pending(let isNew, let evicted):
@@ -133,7 +140,7 @@ public final class ContactService: Sendable {
             }
             if let evicted { self.logger.info("oldest pending guest dropped", metadata: ["guest": evicted.short]) }
         case .granted(let record):
-            guard let grant = record.grant else { return }
+            guard let grant = record.grant else { return true }
             self.messenger.send(.contactGrant(grant.blob), to: sender, channel: .contact, store: true)
             self.adverts.sendToGuest(sender)
             self.logger.info("granted guest joined; grant sent again", metadata: ["guest": sender.short])
@@ -141,6 +148,7 @@ public final class ContactService: Sendable {
             self.messenger.send(.contactRevoke(reason: "revoked by the host"), to: sender, channel: .contact,
                                 store: false)
         }
+        return true
     }
 
     // MARK: Outbox

@@ -169,7 +169,9 @@ public actor HomebaseDaemon {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for await message in self.messenger.inbound {
-                    await self.dispatch(message)
+                    // A pair.request or contact.join is acknowledged to the relay only now (`InboundLedger`).
+                    let durable = await self.dispatch(message)
+                    self.messenger.settle(message, durable: durable)
                 }
                 return true
             }
@@ -207,20 +209,24 @@ public actor HomebaseDaemon {
         }
     }
 
-    /// Handles one inbound message (`infer.*` as the inline path does, for a messenger without one).
-    public func dispatch(_ inbound: InboundMessage) async {
-        if self.takeInline(inbound) { return }
+    /// Handles one inbound message (`infer.*` as the inline path does, for a messenger without one). Returns
+    /// whether its effect is durable or its refusal final (`PeerMessenger.settle`): false only when the state
+    /// could not be read or written, and the message should come again.
+    @discardableResult
+    public func dispatch(_ inbound: InboundMessage) async -> Bool {
+        if self.takeInline(inbound) { return true }
         let sender = inbound.sender
         switch inbound.channel {
         case .syncDelta:
             if case .pairRequest(let secret, let name) = inbound.message {
-                self.pairing.handle(sender: sender, secret: secret, name: name, nowMs: self.clock.nowMs(),
-                                    messenger: self.messenger, directory: self.directory)
-                return
+                let outcome = self.pairing.handle(sender: sender, secret: secret, name: name,
+                                                  nowMs: self.clock.nowMs(), messenger: self.messenger,
+                                                  directory: self.directory)
+                return outcome != .failed
             }
             // The messenger already applied the entitlement rule; check again, cheaply, in case it is wired to
             // an older roster.
-            guard self.directory.relation(of: sender).isSibling else { return }
+            guard self.directory.relation(of: sender).isSibling else { return true }
             switch inbound.message {
             case .advertRequest:
                 self.adverts.answerRequest(from: sender, channel: .syncDelta)
@@ -231,7 +237,9 @@ public actor HomebaseDaemon {
         case .contact:
             switch inbound.message {
             case .contactJoin, .contactLeave, .advertRequest:
-                await self.contacts?.handle(inbound)
+                // No guest registry (it could not be opened): nothing can be recorded, so nothing is settled.
+                guard let contacts = self.contacts else { return false }
+                return await contacts.handle(inbound)
             default:
                 // advert, roster, contact.grant/revoke (host → guest), pairing: nothing for a host to do.
                 break
@@ -239,6 +247,7 @@ public actor HomebaseDaemon {
         case .unknown:
             break
         }
+        return true
     }
 
     /// The inline path (`PeerMessenger.setInlineHandler`), and `dispatch`'s first step: takes `infer.request`

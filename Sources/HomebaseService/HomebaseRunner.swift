@@ -61,7 +61,9 @@ public final class HomebaseRunner: Sendable {
         let messenger = RelayMessenger(url: settings.relayURL, key: identity, seen: seen,
                                        relation: directory.relationLookup, options: relayOptions,
                                        logger: self.logger.with("component", "relay"),
-                                       versionStore: try PeerVersionStore(database: self.state.database))
+                                       versionStore: try PeerVersionStore(database: self.state.database),
+                                       // Pairing and the guest list: acknowledged once the daemon committed them.
+                                       settledTypes: InboundLedger.hostSettledTypes)
         let http = HTTPClient()
         let state = self.state
         var monitorConfiguration = self.options.monitor

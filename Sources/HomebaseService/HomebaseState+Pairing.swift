@@ -9,6 +9,8 @@ public struct PairingCodeRecord: Equatable, Sendable {
     public var createdAtMs: UInt64
     public var expiresAtMs: UInt64
     public var usedAtMs: UInt64?
+    /// The device that used it.
+    public var usedBy: PublicKey?
 
     public func isOpen(nowMs: UInt64) -> Bool { self.usedAtMs == nil && nowMs < self.expiresAtMs }
 }
@@ -48,12 +50,13 @@ extension HomebaseState {
     /// Every code still within retention, open or not.
     func pairingCodes() throws -> [PairingCodeRecord] {
         try self.database.query(
-            "SELECT id, secret_hash, created_at, expires_at, used_at FROM homebase_pairing_codes ORDER BY id"
+            "SELECT id, secret_hash, created_at, expires_at, used_at, used_by FROM homebase_pairing_codes ORDER BY id"
         ).map { row in
             PairingCodeRecord(
                 id: try row.int64(0), secretHash: try row.blob(1),
                 createdAtMs: UInt64(clamping: try row.int64(2)), expiresAtMs: UInt64(clamping: try row.int64(3)),
-                usedAtMs: try row.isNull(4) ? nil : UInt64(clamping: try row.int64(4)))
+                usedAtMs: try row.isNull(4) ? nil : UInt64(clamping: try row.int64(4)),
+                usedBy: try row.isNull(5) ? nil : PublicKey(hex: try row.string(5)))
         }
     }
 

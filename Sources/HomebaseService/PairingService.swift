@@ -23,6 +23,9 @@ public enum PairingOutcome: Equatable, Sendable {
     case rejected(PairRejectReason)
     /// Not answered at all (the reject budget of a flood is spent).
     case dropped
+    /// Not answered: the state could not be read or written. Not settled either (`PeerMessenger.settle`): a
+    /// stored request comes again, a live one is retried by its handset.
+    case failed
 }
 
 /// `pair.reject` reasons (Protocol/messages.md §4).
@@ -103,7 +106,16 @@ public final class PairingService: Sendable {
             match = record
         }
         guard let record = match else { return .rejected(.invalidCode) }
-        if record.usedAtMs != nil { return .rejected(.used) }
+        if record.usedAtMs != nil {
+            // The same device again (its request delivered twice: a crash before the first was settled, or a
+            // retry after a lost pair.accept): it is in the roster, and is told so again.
+            if record.usedBy == sender, let roster = try self.state.currentRoster(),
+                roster.payload.devices.contains(where: { PublicKey(hex: $0.pk) == sender })
+            {
+                return .accepted(roster)
+            }
+            return .rejected(.used)
+        }
         if nowMs >= record.expiresAtMs { return .rejected(.expired) }
         guard let account = try self.state.accountKey() else { return .rejected(.invalidCode) }
         guard let roster = try self.state.redeemPairingCode(
@@ -123,7 +135,7 @@ public final class PairingService: Sendable {
         } catch {
             // A store failure: answer nothing, the handset's pairing times out and the user retries.
             self.logger.error("pairing failed", metadata: ["peer": sender.short, "error": "\(error)"])
-            return .dropped
+            return .failed
         }
         switch outcome {
         case .accepted(let roster):
@@ -137,7 +149,7 @@ public final class PairingService: Sendable {
         case .rejected(let reason):
             messenger.send(.pairReject(reason: reason.rawValue), to: sender, channel: .syncDelta, store: true)
             self.logger.info("pairing rejected", metadata: ["peer": sender.short, "reason": reason.rawValue])
-        case .dropped:
+        case .dropped, .failed:
             break
         }
         return outcome

@@ -73,9 +73,13 @@ public final class StatusPageServer: Sendable {
         return port
     }
 
-    /// Closes the listener and every connection (event streams end).
+    /// Closes the listener and every connection (event streams end), and lets go of the HTTP server: its handler
+    /// holds this page, which held it, and that cycle kept both (and the daemon behind the collector) alive.
     public func stop() {
-        self.server.withLock { $0 }?.stop()
+        self.server.withLock { server in
+            defer { server = nil }
+            return server
+        }?.stop()
     }
 
     func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {

@@ -52,6 +52,9 @@ public final class SeenMessageStore: Sendable {
         ALTER TABLE seen_state DROP COLUMN row_count;
         ALTER TABLE seen_state DROP COLUMN syncs;
         """,
+        // An id recorded for a message whose effect its handler has not confirmed yet (`InboundLedger`): 0 until
+        // `markSettled`. Every id recorded before is settled.
+        "ALTER TABLE seen_messages ADD COLUMN settled INTEGER NOT NULL DEFAULT 1;",
     ]
 
     /// Default hard cap: 1,000,000 rows of about 70 bytes each, some 100 MB at worst.
@@ -102,10 +105,14 @@ public final class SeenMessageStore: Sendable {
         public var sender: PublicKey
         public var messageID: [UInt8]
         public var sentAtMs: UInt64
-        public init(sender: PublicKey, messageID: [UInt8], sentAtMs: UInt64) {
+        /// False for a message whose effect is confirmed later (`markSettled`): until then a redelivery of it is
+        /// `InboundLedger.Record.unsettled`, not a replay.
+        public var settled: Bool
+        public init(sender: PublicKey, messageID: [UInt8], sentAtMs: UInt64, settled: Bool = true) {
             self.sender = sender
             self.messageID = messageID
             self.sentAtMs = sentAtMs
+            self.settled = settled
         }
     }
 
@@ -113,6 +120,12 @@ public final class SeenMessageStore: Sendable {
     /// each answer is what `insertIfNew` would have said at that point, so a repeat inside the batch is a
     /// replay. Nothing is recorded if it throws.
     public func insertIfNew(_ entries: [Entry]) throws -> [Bool] {
+        try self.record(entries).map { $0 == .fresh }
+    }
+
+    /// `insertIfNew` that also tells a replay of a settled id from a redelivery of an unsettled one (whose
+    /// effect was never confirmed: `InboundLedger`). An id below the floor is `.settled`.
+    public func record(_ entries: [Entry]) throws -> [InboundLedger.Record] {
         guard !entries.isEmpty else { return [] }
         let maxRows = self.maxRows
         let synchronous = self.syncsEveryCommit ? self.database.synchronous : .normal
@@ -128,8 +141,23 @@ public final class SeenMessageStore: Sendable {
             knownRows = known
             return answers
         }
-        if !self.syncsEveryCommit, answers.contains(true) { self.unsynced.store(true, ordering: .releasing) }
+        if !self.syncsEveryCommit, answers.contains(.fresh) { self.unsynced.store(true, ordering: .releasing) }
         return answers
+    }
+
+    /// Marks recorded ids settled (their messages' effects are durable), in one commit, synced as batches are.
+    /// An id not held (pruned meanwhile) is left as it is.
+    public func markSettled(_ entries: [Entry]) throws {
+        guard !entries.isEmpty else { return }
+        let synchronous = self.syncsEveryCommit ? self.database.synchronous : .normal
+        try self.database.transaction(synchronous: synchronous) { connection in
+            for entry in entries {
+                try connection.execute(
+                    "UPDATE seen_messages SET settled = 1 WHERE sender = ? AND message_id = ? AND settled = 0",
+                    [.blob(entry.sender.bytes), .blob(entry.messageID)])
+            }
+        }
+        if !self.syncsEveryCommit { self.unsynced.store(true, ordering: .releasing) }
     }
 
     /// Ids were committed without a sync since the last `sync()`.
@@ -152,14 +180,20 @@ public final class SeenMessageStore: Sendable {
 
     private static func insert(
         _ entry: Entry, maxRows: Int, state: inout State, _ connection: DatabaseConnection
-    ) throws -> Bool {
+    ) throws -> InboundLedger.Record {
         let sentAt = Int64(storing: entry.sentAtMs)
-        guard sentAt >= state.floorMs else { return false }
+        guard sentAt >= state.floorMs else { return .settled }
         try connection.execute(
-            "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
-            [.blob(entry.sender.bytes), .blob(entry.messageID), .integer(sentAt)]
+            "INSERT OR IGNORE INTO seen_messages(sender, message_id, sent_at_ms, settled) VALUES (?, ?, ?, ?)",
+            [.blob(entry.sender.bytes), .blob(entry.messageID), .integer(sentAt), .integer(entry.settled ? 1 : 0)]
         )
-        guard connection.changes > 0 else { return false }
+        guard connection.changes > 0 else {
+            // Read only for a repeat: a replay, or the redelivery of a message whose effect was never confirmed.
+            let held = try connection.query(
+                "SELECT settled FROM seen_messages WHERE sender = ? AND message_id = ?",
+                [.blob(entry.sender.bytes), .blob(entry.messageID)])
+            return try held.first?.int64(0) == 0 ? .unsettled : .settled
+        }
         state.rowCount += 1
         let overflow = state.rowCount - Int64(maxRows)
         if overflow > 0 {
@@ -180,7 +214,7 @@ public final class SeenMessageStore: Sendable {
             try Self.raiseFloor(to: floor, connection)
             state.floorMs = max(state.floorMs, floor)
         }
-        return true
+        return .fresh
     }
 
     /// Deletes ids of messages sent before `olderThanMs` and raises the floor to it; returns how many.

@@ -16,7 +16,7 @@ import Testing
         }
         defer { relay.stop() }
         let receiver = RelayLinkDirectWriteTests.Peer(relay)
-        defer { receiver.link.stop() }
+        defer { receiver.stop() }
         try receiver.waitConnected()
         let statuses = Mutex<[UInt32: ReceiptStatus]>([:])
         let connected = DispatchSemaphore(value: 0)

@@ -71,6 +71,26 @@ import Testing
         #expect(try h.state.currentRoster()?.payload.devicePublicKeys.count == 2)
     }
 
+    /// A `pair.request` delivered again (the daemon killed after redeeming the code, before the relay heard the
+    /// ACK: `InboundLedger`) or sent again after a lost pair.accept: the device that used the code is accepted
+    /// again, the roster unchanged; anyone else still gets `used`.
+    @Test func theDeviceThatUsedACodeIsAcceptedAgain() async throws {
+        let h = try Harness()
+        let pairing = h.daemon.pairing
+        let now = h.clock.value
+        let code = try PairingCode.parse(pairing.createPairingCode(relayURL: "ws://r/v1", nowMs: now))
+        guard case .accepted(let roster) = try pairing.redeem(sender: testKey(2), secret: code.secretHex,
+                                                             name: "phone", nowMs: now + 1) else {
+            Issue.record("a fresh code was not accepted")
+            return
+        }
+        #expect(try pairing.redeem(sender: testKey(2), secret: code.secretHex, name: "phone", nowMs: now + 2)
+                == .accepted(roster))
+        #expect(try h.state.currentRoster() == roster)
+        #expect(try pairing.redeem(sender: testKey(3), secret: code.secretHex, name: "thief", nowMs: now + 3)
+                == .rejected(.used))
+    }
+
     @Test func aRejectIsSentToTheRequester() async throws {
         let h = try Harness()
         await h.startServing()

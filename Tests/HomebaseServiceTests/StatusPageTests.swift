@@ -57,6 +57,22 @@ extension HTTPResponse {
 }
 
 @Suite(.timeLimit(.minutes(1))) struct StatusPageTests {
+    /// A stopped page lets go of its HTTP server, whose handler holds the page: the cycle kept the page, its
+    /// collector and the whole daemon alive after `stop()` (LeakSanitizer, `tools/test --sanitize address`).
+    @Test func aStoppedPageIsFreed() async throws {
+        weak var freed: StatusPageServer?
+        let h = try Harness()
+        do {
+            let page = StatusPageServer(collector: StatusCollector(daemon: h.daemon),
+                                        configuration: .init(host: "127.0.0.1", port: 0))
+            _ = try page.start()
+            page.stop()
+            freed = page
+        }
+        #expect(freed == nil)
+        await h.stop()
+    }
+
     @Test func theAssetsAreTheFilesInToolsStatuspage() throws {
         let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("tools/statuspage")

@@ -230,4 +230,52 @@ import Testing
         #expect(try seen.floorMs() == UInt64(Int64.max))
         #expect(try seen.prune(olderThanMs: UInt64.max) == 0)
     }
+
+    /// An id recorded unsettled (its effect to be confirmed: `InboundLedger`) answers `.unsettled` when its message
+    /// comes again, across a reopen (a kill -9 before the daemon committed the effect), until `markSettled`;
+    /// then it is a replay like any other.
+    @Test func anUnsettledIdIsToldApartFromAReplayUntilSettled() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        typealias E = SeenMessageStore.Entry
+        let join = E(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0, settled: false)
+        do {
+            let seen = try SeenMessageStore(database: Database(path: path), syncsEveryCommit: false)
+            #expect(try seen.record([join, E(sender: self.bob, messageID: self.id(2), sentAtMs: self.t0)])
+                    == [.fresh, .fresh])
+            #expect(seen.hasUnsyncedIDs)
+        }
+        let seen = try SeenMessageStore(database: Database(path: path), syncsEveryCommit: false)
+        #expect(try seen.record([join]) == [.unsettled])
+        #expect(try seen.record([E(sender: self.bob, messageID: self.id(2), sentAtMs: self.t0, settled: false)])
+                == [.settled])
+        // The old API says what it always said: not new.
+        #expect(try !seen.insertIfNew(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0))
+        try seen.sync()
+        try seen.markSettled([join])
+        #expect(seen.hasUnsyncedIDs)
+        #expect(try seen.record([join]) == [.settled])
+        // An id pruned meanwhile is left alone; one below the floor is a replay.
+        try seen.markSettled([E(sender: self.bob, messageID: self.id(9), sentAtMs: self.t0)])
+        try seen.prune(olderThanMs: self.t0 + 1)
+        #expect(try seen.record([E(sender: self.alice, messageID: self.id(3), sentAtMs: self.t0, settled: false)])
+                == [.settled])
+    }
+
+    /// Ids recorded before the `settled` column existed are settled: a replay of one is still refused.
+    @Test func idsFromBeforeTheSettledColumnAreSettled() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("state.db")
+        do {
+            let db = try Database(path: path)
+            try db.migrate(namespace: "seen", steps: Array(SeenMessageStore.migrations.dropLast()))
+            try db.withConnection { c in
+                try c.execute("INSERT INTO seen_messages(sender, message_id, sent_at_ms) VALUES (?, ?, ?)",
+                              [.blob(self.alice.bytes), .blob(self.id(1)), .integer(Int64(self.t0))])
+            }
+        }
+        let seen = try SeenMessageStore(database: Database(path: path))
+        #expect(try seen.record([.init(sender: self.alice, messageID: self.id(1), sentAtMs: self.t0, settled: false)])
+                == [.settled])
+    }
 }
