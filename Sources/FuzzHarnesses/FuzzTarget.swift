@@ -68,6 +68,7 @@ public enum FuzzTargets {
         JSONHarness.differentialTarget,
         RelayFrameHarness.target,
         EnvelopeHarness.target,
+        SessionEnvelopeHarness.target,
         MessageHarness.target,
         SignedPayloadHarness.target,
         PairingCodeHarness.target,

@@ -45,6 +45,16 @@ public enum SignedPayloadVerifier {
         guard Signature.verify(signature, message: payload, context: T.signatureContext, publicKey: signer) else {
             return .failure(.signatureInvalid)
         }
+        return Self.judgeAuthentic(T.self, payload: payload, signer: signer)
+    }
+
+    /// The checks after the signature (version, shape, the signer named), for a payload whose signature by
+    /// `signer` holds: `verify` runs them once it does. Apart so that the fuzz harness can run them on every
+    /// input without making a signature for each (the signature check, Ed25519 over the context and the bytes,
+    /// reads nothing of the payload).
+    package static func judgeAuthentic<T: SignerNamingPayload>(
+        _ type: T.Type, payload: [UInt8], signer: PublicKey
+    ) -> Result<T, Rejection> {
         // One decode decides acceptance (shape and `v == 1`); only a refusal is looked at again, for its reason.
         if let value = SignedPayloadJSON.decode(T.self, from: payload) {
             return PublicKey(hex: value.signerHex) == signer ? .success(value) : .failure(.malformed)

@@ -60,6 +60,22 @@ import Testing
         #expect(splitter.bufferedByteCount == 0)
     }
 
+    /// The contract behind Fixtures/fuzz/regressions/ollama-pull: a read that overflows fails whole, so the lines
+    /// it completed before the long one are not returned (Ollama's error line among them), and the caller reports
+    /// the overflow. Read one line at a time, the same bytes give those lines first.
+    @Test func aReadThatOverflowsFailsWholeTheLinesBeforeItIncluded() throws {
+        let bytes = Array(#"{"error":"pull model manifest: file does not exist"}"#.utf8) + [10]
+            + [UInt8](repeating: UInt8(ascii: "x"), count: 80) + [10]
+        var whole = LineSplitter(maxLineBytes: 64)
+        #expect(throws: LineSplitter.Error.lineTooLong(limit: 64)) { try whole.append(bytes) }
+        var byLine = LineSplitter(maxLineBytes: 64)
+        let first = try byLine.append(bytes.prefix(through: bytes.firstIndex(of: 10)!))
+        #expect(Self.strings(first) == [#"{"error":"pull model manifest: file does not exist"}"#])
+        #expect(throws: LineSplitter.Error.lineTooLong(limit: 64)) {
+            try byLine.append(bytes[(bytes.firstIndex(of: 10)! + 1)...])
+        }
+    }
+
     @Test func endlessGarbageWithoutNewlineIsBounded() {
         var splitter = LineSplitter(maxLineBytes: 1024)
         let garbage = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) }.filter { $0 != 10 }
