@@ -77,6 +77,7 @@ public enum FuzzTargets {
         OllamaPullHarness.target,
         RelayURLHarness.target,
         RelayConfigHarness.target,
+        FleetHarness.target,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? {

@@ -124,6 +124,21 @@ public enum JetStreamWire {
         }
     }
 
+    /// The reply to `nextMessageRequest(from: sequence, subject: subject)`: the message, which must be on that
+    /// subject, at or after `sequence`, and below the last sequence (the caller asks for the next one after it).
+    /// A server breaking this would send the mailbox reader backwards or round in a loop: it is an error.
+    public static func parseNextMessage(_ bytes: [UInt8], from sequence: UInt64, subject: String)
+        -> Result<Message, APIError>
+    {
+        Self.parseMessage(bytes).flatMap { m in
+            guard m.subject == subject else { return .failure(.malformed("message on \(m.subject), not \(subject)")) }
+            guard m.sequence >= sequence, m.sequence < UInt64.max else {
+                return .failure(.malformed("sequence \(m.sequence) asked from \(sequence)"))
+            }
+            return .success(m)
+        }
+    }
+
     /// A `success` reply (message delete).
     public static func parseSuccess(_ bytes: [UInt8]) -> Result<Void, APIError> {
         Self.parse(bytes).flatMap { root in
@@ -142,15 +157,20 @@ public enum JetStreamWire {
 
     public static func parseStreamInfo(_ bytes: [UInt8]) -> Result<StreamState, APIError> {
         Self.parse(bytes).flatMap { root in
-            guard let state = root["state"], let messages = state["messages"]?.intValue,
-                  let byteCount = state["bytes"]?.intValue
+            // Counts are never negative: one that is would reach the READY frame and the metrics.
+            guard let state = root["state"], let messages = state["messages"]?.intValue, messages >= 0,
+                  let byteCount = state["bytes"]?.intValue, byteCount >= 0
             else { return .failure(.malformed("no state")) }
             var subjects: [String: Int] = [:]
             if case .object(let members) = state["subjects"] ?? .null {
-                for m in members { if let n = m.value.intValue { subjects[m.key] = n } }
+                for m in members {
+                    guard let n = m.value.intValue, n >= 0 else { return .failure(.malformed("subject count")) }
+                    subjects[m.key] = n
+                }
             }
-            return .success(StreamState(messages: messages, bytes: byteCount,
-                                        subjectCount: state["num_subjects"]?.intValue ?? subjects.count,
+            let subjectCount = state["num_subjects"]?.intValue ?? subjects.count
+            guard subjectCount >= 0 else { return .failure(.malformed("num_subjects")) }
+            return .success(StreamState(messages: messages, bytes: byteCount, subjectCount: subjectCount,
                                         subjects: subjects))
         }
     }

@@ -143,9 +143,7 @@ public final class JetStreamMailbox: Mailbox, @unchecked Sendable {
         let subject = FleetSubjects.mailbox(recipient)
         switch try self.api("MSG.GET", JetStreamWire.nextMessageRequest(from: seq, subject: subject)) {
         case .success(let bytes):
-            let m = try JetStreamWire.parseMessage(bytes).get()
-            guard m.subject == subject else { throw NatsError("JetStream returned \(m.subject) for \(subject)") }
-            return m
+            return try JetStreamWire.parseNextMessage(bytes, from: seq, subject: subject).get()
         case .failure(let e) where e.isNotFound: return nil
         case .failure(let e): throw e
         }

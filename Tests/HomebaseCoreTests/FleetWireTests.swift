@@ -113,6 +113,32 @@ import Testing
         }
     }
 
+    /// A server answering "the next message from N" with another subject, an earlier sequence or the last one
+    /// would send the mailbox reader round in a loop or past the end of `UInt64` (`seq + 1`): an error instead.
+    @Test func theNextMessageIsOnItsSubjectAndMovesForward() throws {
+        func reply(_ subject: String, _ seq: String) -> [UInt8] {
+            self.bytes(#"{"message":{"subject":"\#(subject)","seq":\#(seq),"data":"ZnJhbWUw"}}"#)
+        }
+        let ok = try JetStreamWire.parseNextMessage(reply("hb.mbox.aa", "7"), from: 5, subject: "hb.mbox.aa").get()
+        #expect(ok.sequence == 7)
+        #expect((try? JetStreamWire.parseNextMessage(reply("hb.mbox.aa", "5"), from: 5, subject: "hb.mbox.aa").get()) != nil)
+        for (subject, seq) in [("hb.mbox.bb", "7"), ("hb.mbox.aa", "4"), ("hb.mbox.aa", "18446744073709551615")] {
+            guard case .failure(let e) = JetStreamWire.parseNextMessage(reply(subject, seq), from: 5, subject: "hb.mbox.aa")
+            else { Issue.record("accepted \(subject) at \(seq)"); continue }
+            #expect(e.code == 0 && !e.isNotFound)
+        }
+    }
+
+    @Test func negativeCountsInStreamInfoAreRefused() {
+        for state in [#"{"messages":-1,"bytes":0}"#, #"{"messages":1,"bytes":-5}"#,
+                      #"{"messages":1,"bytes":5,"subjects":{"hb.mbox.aa":-1}}"#,
+                      #"{"messages":1,"bytes":5,"num_subjects":-2}"#] {
+            if case .success = JetStreamWire.parseStreamInfo(self.bytes(#"{"state":"# + state + "}")) {
+                Issue.record("accepted \(state)")
+            }
+        }
+    }
+
     @Test func deletesAndStreamInfo() throws {
         #expect((try? JetStreamWire.parseSuccess(self.bytes(
             #"{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","success":true}"#)).get()) != nil)
