@@ -16,12 +16,13 @@ public struct Admission: Sendable, Equatable {
     /// Whether the upgrade request carries a valid token (`Authorization: Bearer …` or `?token=`).
     package func admitsUpgrade(authorization: String?, queryToken: String?) -> Bool {
         guard !self.tokens.isEmpty else { return true }
-        if let auth = authorization {
-            let parts = auth.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer",
-               self.tokens.contains(String(parts[1]).trimmingCharacters(in: .whitespaces)) {
-                return true
-            }
+        // Split at the first space by Unicode scalar, not `Character`: a token that begins with a combining
+        // mark joins the space before it into one `Character`, and a split by `Character` would not see it.
+        if let auth = authorization, let space = auth.unicodeScalars.firstIndex(of: " "),
+           String(auth.unicodeScalars[..<space]).lowercased() == "bearer",
+           self.tokens.contains(ConfigLines.trimmed(auth.unicodeScalars[auth.unicodeScalars.index(after: space)...]))
+        {
+            return true
         }
         if let t = queryToken, self.tokens.contains(t) { return true }
         return false
@@ -40,11 +41,11 @@ public struct Admission: Sendable, Equatable {
     package static func parse(tokens: String?, allowlist: String?, allowlistName: String) throws -> Admission {
         var a = Admission()
         if let tokens {
-            a.tokens = Set(Self.lines(of: tokens).map(\.text))
+            a.tokens = Set(ConfigLines.entries(of: tokens).map(\.text))
         }
         if let allowlist {
             var keys = Set<PublicKey>()
-            for (number, text) in Self.lines(of: allowlist) {
+            for (number, text) in ConfigLines.entries(of: allowlist) {
                 guard let key = PublicKey(hex: text) else {
                     throw RelayConfigurationError("\(allowlistName):\(number): not a 64-hex public key")
                 }
@@ -59,15 +60,6 @@ public struct Admission: Sendable, Equatable {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
         else { throw RelayConfigurationError("cannot read \(path)") }
         return text
-    }
-
-    /// Lines end at any line break, CRLF included (one `Character` to a `String`, so not a `"\n"`).
-    private static func lines(of text: String) -> [(number: Int, text: String)] {
-        text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated().compactMap { i, line in
-            let t = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let trimmed = t.trimmingCharacters(in: .whitespaces)
-            return trimmed.isEmpty ? nil : (i + 1, trimmed)
-        }
     }
 }
 

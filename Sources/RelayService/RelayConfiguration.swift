@@ -25,15 +25,23 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// stored frames live in JetStream, presence and live frames cross edges over NATS; `dataDirectory` is unused.
     public var natsServers: [String] = []
     /// This edge's name in the fleet (claims and logs); defaults to the host name.
-    public var edgeID = RelayConfiguration.defaultEdgeID()
+    public var edgeID = RelayConfiguration.hostEdgeID
     /// Copies JetStream keeps of the mailbox stream (3 in a three-node cluster; 1 for a single NATS server).
     public var natsReplicas = 3
 
     public init() {}
 
-    /// The host name, reduced to what `edge_id` allows.
-    static func defaultEdgeID() -> String {
-        let name = ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+    /// The host name, reduced to what `edge_id` allows. Read once with `gethostname`: Foundation's
+    /// `ProcessInfo.hostName` resolves the name through DNS, which every configuration would wait for.
+    static let hostEdgeID: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return Self.edgeID(fromHostName: host)
+    }()
+
+    static func edgeID(fromHostName host: String) -> String {
+        let name = host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
         return name.isEmpty ? "edge" : String(name.prefix(FleetMessage.maxEdgeIDBytes))
     }
 
@@ -117,17 +125,14 @@ public struct RelayConfiguration: Sendable, Equatable {
     /// `"\n"` read a file saved with CRLF as one line (and its first value as the rest of the file).
     package static func parseSettings(_ text: String, path: String) throws -> [String: String] {
         var out: [String: String] = [:]
-        for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = (raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-                .trimmingCharacters(in: .whitespaces)
-            guard !line.isEmpty else { continue }
-            let parts = line.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { throw RelayConfigurationError("\(path):\(n + 1): expected key = value") }
-            let key = parts[0].trimmingCharacters(in: .whitespaces)
-            guard Self.keys.contains(where: { $0.key == key }) else {
-                throw RelayConfigurationError("\(path):\(n + 1): unknown key '\(key)'")
+        for (n, line) in ConfigLines.entries(of: text) {
+            guard let (key, value) = ConfigLines.split(line, at: "="), !key.isEmpty, !value.isEmpty else {
+                throw RelayConfigurationError("\(path):\(n): expected key = value")
             }
-            out[key] = parts[1].trimmingCharacters(in: .whitespaces)
+            guard Self.keys.contains(where: { $0.key == key }) else {
+                throw RelayConfigurationError("\(path):\(n): unknown key '\(key)'")
+            }
+            out[key] = value
         }
         return out
     }

@@ -31,6 +31,27 @@ import Testing
         #expect(admission.allowedKeys == [PublicKey(hex: String(repeating: "ab", count: 32))!])
     }
 
+    /// Found while fuzzing (Fixtures/fuzz/regressions/relay-config/token-beginning-with-a-combining-mark): a
+    /// combining mark joins the character before it into one `Character`, so a token beginning with one was
+    /// never admitted by `Authorization: Bearer TOKEN` (the space and the mark were one `Character`, not a space),
+    /// and a `#`, `=` or line break followed by one was not seen. The files and the header are read by scalar.
+    @Test func combiningMarksDoNotHideSpacesCommentsOrSeparators() throws {
+        let token = "\u{065C}kl2"
+        let admission = try Admission.parse(tokens: "tok-1\n\(token)  \ntok-3 #\u{0301} comment\n", allowlist: nil,
+                                            allowlistName: "")
+        #expect(admission.tokens == ["tok-1", token, "tok-3"])
+        #expect(admission.admitsUpgrade(authorization: "Bearer " + token, queryToken: nil))
+        #expect(admission.admitsUpgrade(authorization: "bearer  \(token) ", queryToken: nil))
+        #expect(!admission.admitsUpgrade(authorization: "Bearer" + token, queryToken: nil))
+        #expect(!admission.admitsUpgrade(authorization: "Basic " + token, queryToken: nil))
+
+        let settings = try RelayConfiguration.parseSettings(
+            "data =\u{0301}/srv/relay\nlog_level = debug #\u{0301} comment\n", path: "relay.conf")
+        #expect(settings == ["data": "\u{0301}/srv/relay", "log_level": "debug"])
+        #expect(throws: RelayConfigurationError.self) { try RelayConfiguration.parseSettings("data =\n", path: "c") }
+        #expect(throws: RelayConfigurationError.self) { try RelayConfiguration.parseSettings("= x\n", path: "c") }
+    }
+
     @Test func flagsOverrideTheEnvironmentWhichOverridesTheFile() throws {
         let config = try self.file("max_payload_bytes = 1000\nmailbox_max_frames = 10\nping_interval_ms = 1000\n")
         let c = try RelayConfiguration.resolve(
