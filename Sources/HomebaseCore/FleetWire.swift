@@ -34,7 +34,7 @@ public enum FleetMessage: Equatable, Sendable {
         case .live(let sender, let payload):
             out.reserveCapacity(2 + PublicKey.byteCount + payload.count)
             out.append(Self.liveKind)
-            out.append(contentsOf: sender.bytes)
+            sender.withUnsafeBytes { out.append(contentsOf: $0) }
             out.append(contentsOf: payload)
         case .stored(let id):
             out.append(Self.storedKind)
@@ -156,7 +156,7 @@ public enum FleetStoredFrame {
     public static func encode(sender: PublicKey, storedAtMs: UInt64, payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(Self.headerBytes + payload.count)
-        out.append(contentsOf: sender.bytes)
+        sender.withUnsafeBytes { out.append(contentsOf: $0) }
         FleetMessage.appendU64(storedAtMs, to: &out)
         out.append(contentsOf: payload)
         return out

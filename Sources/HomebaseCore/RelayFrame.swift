@@ -132,7 +132,7 @@ extension RelayFrame {
     /// SEND's fixed fields after the type byte.
     private static func appendSendFields(sendID: UInt32, recipient: PublicKey, flags: UInt8, to out: inout [UInt8]) {
         out.appendBigEndian(sendID)
-        out.append(contentsOf: recipient.bytes)
+        recipient.withUnsafeBytes { out.append(contentsOf: $0) }
         out.append(flags)
     }
 
@@ -209,7 +209,7 @@ extension RelayFrame {
             w.write(time)
         case .auth(let pk, let sig):
             precondition(sig.count == 64, "AUTH signature must be 64 bytes")
-            w.write(pk.bytes)
+            pk.withUnsafeBytes { w.write($0) }
             w.write(sig)
         case .ready(let stored, let max):
             w.write(stored)
@@ -218,7 +218,7 @@ extension RelayFrame {
             w.append { Self.appendSendFields(sendID: sendID, recipient: recipient, flags: flags, to: &$0) }
             w.write(payload)
         case .deliver(let sender, let id, let payload):
-            w.write(sender.bytes)
+            sender.withUnsafeBytes { w.write($0) }
             w.write(id)
             w.write(payload)
         case .ack(let id):

@@ -121,6 +121,30 @@ public struct WebSocketParser: Sendable {
         self.fragments = []
     }
 
+    /// Whether the parser has input storage (it allocates some on `append` otherwise).
+    public var holdsStorage: Bool { self.buffer.capacity > 0 }
+
+    /// Hands out the input storage, emptied but keeping its capacity, when nothing is buffered; nil when bytes
+    /// are held or there is no storage. A server reading many connections lends it to the next one that reads
+    /// (`adoptStorage`) rather than freeing it here and allocating it there, once per read.
+    public mutating func takeIdleStorage() -> [UInt8]? {
+        guard self.bufferedByteCount == 0, self.buffer.capacity > 0 else { return nil }
+        var storage: [UInt8] = []
+        swap(&storage, &self.buffer)
+        self.readIndex = 0
+        self.fragments = []
+        storage.removeAll(keepingCapacity: true)
+        return storage
+    }
+
+    /// Takes `storage` as the input storage when the parser has none (`storage` is then left empty); its
+    /// contents are dropped.
+    public mutating func adoptStorage(_ storage: inout [UInt8]) {
+        guard self.buffer.capacity == 0, self.readIndex == 0 else { return }
+        swap(&self.buffer, &storage)
+        self.buffer.removeAll(keepingCapacity: true)
+    }
+
     /// Returns the next message or control frame, or `nil` when more bytes are needed (or after a close).
     ///
     /// - Throws: `WebSocketProtocolError` when the peer broke RFC 6455; send a close frame with its `closeCode`
@@ -251,7 +275,7 @@ public struct WebSocketParser: Sendable {
                 if header.opcode == .text, !WebSocketUTF8.isValid(self.buffer, range: payload) {
                     throw .invalidUTF8
                 }
-                return .message(opcode: header.opcode, payload: Array(self.buffer[payload]))
+                return .message(opcode: header.opcode, payload: self.buffer[payload])
             }
             self.fragmentOpcode = header.opcode
             self.fragments.append(contentsOf: self.buffer[payload])
@@ -265,7 +289,7 @@ public struct WebSocketParser: Sendable {
             if opcode == .text, !WebSocketUTF8.isValid(message, range: message.indices) {
                 throw .invalidUTF8
             }
-            return .message(opcode: opcode, payload: message)
+            return .message(opcode: opcode, payload: message[...])
         }
     }
 

@@ -332,7 +332,7 @@ public final class WebSocketClient {
             guard let event else { return nil }
             switch event {
             case .message(let opcode, let payload):
-                return (opcode, payload)
+                return (opcode, Array(payload))
             case .ping(let data):
                 // Written as far as the socket takes it now: a reader must not block on a full socket (an event
                 // loop polls for POLLOUT while output is pending; any send writes it first). A failed pong is

@@ -121,6 +121,7 @@ final class RelayConnection: TCPConnectionDelegate {
             self.readHTTP(parser: p)
         case .websocket:
             self.session?.bytesReceived(nowMs: now)
+            if !self.parser!.holdsStorage { self.server.lendInputStorage(to: &self.parser!) }
             self.parser!.append(bytes)
             self.readWebSocket()
         case .closing:
@@ -265,7 +266,10 @@ final class RelayConnection: TCPConnectionDelegate {
                 self.hangUpAfterFlush()
             }
         }
-        if case .websocket = self.phase, self.parser!.bufferedByteCount == 0 { self.parser!.releaseIdleBuffer() }
+        // An idle connection holds no input storage: it goes back to the server's spares for the next read.
+        if case .websocket = self.phase, let storage = self.parser!.takeIdleStorage() {
+            self.server.recycleInputStorage(storage)
+        }
     }
 
     /// Stops reading until the loop's next iteration, when the messages already buffered are handled first.
@@ -403,7 +407,7 @@ final class RelayConnection: TCPConnectionDelegate {
             for i in (0..<8).reversed() { h.append(UInt8(truncatingIfNeeded: UInt64(length) >> (UInt64(i) * 8))) }
         }
         h.append(RelayFrameType.deliver.rawValue)
-        h.append(contentsOf: sender.bytes)
+        sender.withUnsafeBytes { h.append(contentsOf: $0) }
         for i in (0..<8).reversed() { h.append(UInt8(truncatingIfNeeded: deliveryID >> (UInt64(i) * 8))) }
     }
 

@@ -46,6 +46,11 @@ public final class RelayServer: @unchecked Sendable {
     private(set) var sweepTurnsDeferred = 0
     /// Connections with output gathered in this loop iteration.
     private var dirty: [RelayConnection] = []
+    private var flushing: [RelayConnection] = []
+    /// Input storage of connections gone idle, lent to the next connection that reads (`lendInputStorage`).
+    private var spareInputStorage: [[UInt8]] = []
+    static let spareInputStorageCount = 16
+    static let spareInputStorageCapacity = 64 * 1024
 
     /// The bound port of the main listener (useful with port 0).
     public let port: UInt16
@@ -201,9 +206,25 @@ public final class RelayServer: @unchecked Sendable {
 
     private func flushDirty() {
         guard !self.dirty.isEmpty else { return }
-        let batch = self.dirty
-        self.dirty.removeAll(keepingCapacity: true)
-        for c in batch { c.flushOutput() }
+        // Two lists swapped, not a copy: emptying a list that a copy shares would allocate a new one each turn.
+        swap(&self.dirty, &self.flushing)
+        for c in self.flushing { c.flushOutput() }
+        self.flushing.removeAll(keepingCapacity: true)
+    }
+
+    /// Gives `parser` input storage from the spares, if any: a connection that reads one frame at a time would
+    /// otherwise allocate and free its storage on every read (idle connections hold none).
+    func lendInputStorage(to parser: inout WebSocketParser) {
+        guard var storage = self.spareInputStorage.popLast() else { return }
+        parser.adoptStorage(&storage)
+    }
+
+    /// Keeps an idle connection's input storage for the next read of any connection, up to a few of them.
+    func recycleInputStorage(_ storage: [UInt8]) {
+        guard self.spareInputStorage.count < Self.spareInputStorageCount,
+              storage.capacity <= Self.spareInputStorageCapacity
+        else { return }
+        self.spareInputStorage.append(storage)
     }
 
     func connectionEnded(_ c: RelayConnection) {

@@ -73,7 +73,7 @@ fileprivate struct XorShift64 {
                     expected.append(.ping(ping))
                 }
             }
-            expected.append(.message(opcode: opcode, payload: payload))
+            expected.append(.message(opcode: opcode, payload: payload[...]))
         }
         let close = WebSocketFrameEncoder.closePayload(code: 1000, reason: "done")
         WebSocketFrameEncoder.encode(opcode: .close, payload: close, maskingKey: key(), into: &stream)

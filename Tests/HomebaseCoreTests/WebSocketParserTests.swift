@@ -31,20 +31,20 @@ func parseWebSocketFrames(
     @Test func unmaskedHelloIsOneTextMessage() {
         #expect(
             parseWebSocketFrames([0x81, 0x05, 0x48, 0x65, 0x6C, 0x6C, 0x6F])
-                == .success([.message(opcode: .text, payload: Self.hello)])
+                == .success([.message(opcode: .text, payload: Self.hello[...])])
         )
     }
 
     /// 0x85 = masked, 5 bytes, key 37 FA 21 3D: "Hello" as a server receives it.
     @Test func maskedHelloIsUnmasked() {
         let frame: [UInt8] = [0x81, 0x85, 0x37, 0xFA, 0x21, 0x3D, 0x7F, 0x9F, 0x4D, 0x51, 0x58]
-        #expect(parseWebSocketFrames(frame, role: .server) == .success([.message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frame, role: .server) == .success([.message(opcode: .text, payload: Self.hello[...])]))
     }
 
     /// 0x01 = text without FIN ("Hel"), 0x80 = continuation with FIN ("lo"): one message "Hello".
     @Test func fragmentedHelloIsReassembled() {
         let frames: [UInt8] = [0x01, 0x03, 0x48, 0x65, 0x6C, 0x80, 0x02, 0x6C, 0x6F]
-        #expect(parseWebSocketFrames(frames) == .success([.message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frames) == .success([.message(opcode: .text, payload: Self.hello[...])]))
     }
 
     /// 0x89 = FIN + ping, unmasked "Hello"; 0x8A = pong, masked "Hello" (server role).
@@ -59,17 +59,17 @@ func parseWebSocketFrames(
         let small = (0..<256).map { UInt8($0) }
         #expect(
             parseWebSocketFrames([0x82, 0x7E, 0x01, 0x00] + small)
-                == .success([.message(opcode: .binary, payload: small)])
+                == .success([.message(opcode: .binary, payload: small[...])])
         )
         let large = (0..<65536).map { UInt8(truncatingIfNeeded: $0 * 13) }
         let header: [UInt8] = [0x82, 0x7F, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00]
-        #expect(parseWebSocketFrames(header + large) == .success([.message(opcode: .binary, payload: large)]))
+        #expect(parseWebSocketFrames(header + large) == .success([.message(opcode: .binary, payload: large[...])]))
     }
 
     /// Control frames may sit between fragments (§5.4): ping between "Hel" and "lo" comes out first.
     @Test func controlFrameInterleavedWithFragments() {
         let frames: [UInt8] = [0x01, 0x03, 0x48, 0x65, 0x6C, 0x89, 0x00, 0x80, 0x02, 0x6C, 0x6F]
-        #expect(parseWebSocketFrames(frames) == .success([.ping([]), .message(opcode: .text, payload: Self.hello)]))
+        #expect(parseWebSocketFrames(frames) == .success([.ping([]), .message(opcode: .text, payload: Self.hello[...])]))
     }
 
     /// A text message whose multi-byte character is split across fragments is valid: UTF-8 is checked on the
@@ -111,8 +111,8 @@ func parseWebSocketFrames(
         let oneShot = try parseWebSocketFrames(stream, role: .server).get()
         #expect(
             oneShot == [
-                .ping([1, 2, 3]), .message(opcode: .text, payload: Array("Héllo".utf8)),
-                .message(opcode: .binary, payload: [UInt8](repeating: 0xAB, count: 300)),
+                .ping([1, 2, 3]), .message(opcode: .text, payload: Array("Héllo".utf8)[...]),
+                .message(opcode: .binary, payload: [UInt8](repeating: 0xAB, count: 300)[...]),
                 .close(code: 1000, reason: "bye"),
             ]
         )
@@ -275,7 +275,7 @@ func parseWebSocketFrames(
         let bytes = Array(text.utf8)
         #expect(
             parseWebSocketFrames([0x81, UInt8(bytes.count)] + bytes)
-                == .success([.message(opcode: .text, payload: bytes)])
+                == .success([.message(opcode: .text, payload: bytes[...])])
         )
         // Binary messages are not checked.
         #expect(parseWebSocketFrames([0x82, 0x01, 0xFF]) == .success([.message(opcode: .binary, payload: [0xFF])]))
@@ -352,7 +352,7 @@ func parseWebSocketFrames(
         #expect(parser.bufferedByteCount == 3 + 1)  // "Hel" held + the lone continuation header byte
         parser.releaseIdleBuffer()  // not idle: must keep everything
         parser.append([0x02, 0x6C, 0x6F] as [UInt8])
-        #expect(try parser.next() == .message(opcode: .text, payload: Self.hello))
+        #expect(try parser.next() == .message(opcode: .text, payload: Self.hello[...]))
         #expect(parser.bufferedByteCount == 0)
         parser.releaseIdleBuffer()
         parser.append([0x81, 0x01, 0x61] as [UInt8])
@@ -395,7 +395,7 @@ func parseWebSocketFrames(
             offset = end
             maxStorage = max(maxStorage, parser.storageByteCount)
             for event in try drainWebSocketEvents(&parser) {
-                #expect(event == .message(opcode: .binary, payload: payload))
+                #expect(event == .message(opcode: .binary, payload: payload[...]))
                 count += 1
             }
         }
@@ -416,6 +416,45 @@ func parseWebSocketFrames(
         #expect(try parser.next() == .message(opcode: .binary, payload: [0x00]))
         parser.releaseIdleBuffer()
         #expect(parser.storageCapacity == 0)
+    }
+
+    /// A server lends one idle parser's storage to the next connection that reads: taken only when nothing is
+    /// held, adopted only by a parser without storage, and parsing is the same with lent storage.
+    @Test func idleStorageIsHandedOnAndAdopted() throws {
+        var a = WebSocketParser(role: .server, maxMessageBytes: 1000)
+        let frame = WebSocketFrameEncoder.encode(opcode: .binary, payload: [1, 2, 3], maskingKey: (9, 8, 7, 6))
+        a.append(frame.prefix(4))
+        #expect(try a.next() == nil)
+        #expect(a.takeIdleStorage() == nil, "bytes are held")
+        a.append(frame.dropFirst(4))
+        #expect(try a.next() == .message(opcode: .binary, payload: [1, 2, 3]))
+        guard var storage = a.takeIdleStorage() else { Issue.record("no storage from an idle parser"); return }
+        #expect(storage.isEmpty && storage.capacity >= frame.count && !a.holdsStorage)
+
+        var b = WebSocketParser(role: .server, maxMessageBytes: 1000)
+        b.adoptStorage(&storage)
+        #expect(b.holdsStorage && storage.capacity == 0)
+        b.append(frame)
+        #expect(try b.next() == .message(opcode: .binary, payload: [1, 2, 3]))
+        var other: [UInt8] = [0xEE]
+        b.adoptStorage(&other)  // b has storage: nothing changes
+        #expect(other == [0xEE])
+        a.append(frame)  // a, without storage, allocates its own
+        #expect(try a.next() == .message(opcode: .binary, payload: [1, 2, 3]))
+    }
+
+    /// A message's payload is a slice of the parser's storage. One kept past the next `next()` (which unmasks
+    /// the next frame in that storage) keeps its bytes.
+    @Test func aPayloadKeptPastTheNextFrameKeepsItsBytes() throws {
+        var parser = WebSocketParser(role: .server, maxMessageBytes: 1000)
+        let first = WebSocketFrameEncoder.encode(opcode: .binary, payload: [1, 2, 3, 4], maskingKey: (0xFF, 0, 0xFF, 0))
+        let second = WebSocketFrameEncoder.encode(opcode: .binary, payload: [5, 6, 7, 8], maskingKey: (1, 2, 3, 4))
+        parser.append(first + second)
+        guard case .message(_, let kept)? = try parser.next() else { Issue.record("no first message"); return }
+        #expect(try parser.next() == .message(opcode: .binary, payload: [5, 6, 7, 8]))
+        parser.append(first)
+        _ = try parser.next()
+        #expect(Array(kept) == [1, 2, 3, 4])
     }
 
     /// Every error maps to the close code RFC 6455 §7.4.1 assigns it.

@@ -47,7 +47,7 @@ import Testing
         parser.append(bytes)
         var out: [[UInt8]] = []
         while let event = try parser.next() {
-            if case .message(_, let payload) = event { out.append(payload) }
+            if case .message(_, let payload) = event { out.append(Array(payload)) }
         }
         return out
     }
