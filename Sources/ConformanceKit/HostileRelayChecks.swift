@@ -292,8 +292,13 @@ struct RelayAttack {
         var problems: [String] = []
         let accepted = t.statuses[101, default: 0]
         let refused = t.statuses[503, default: 0]
-        if accepted > self.h.maxPendingAuth {
-            problems.append("\(accepted) upgrades without AUTH accepted at once, over the cap of \(self.h.maxPendingAuth)")
+        // Pending at once: the upgrades answered 101 within half an auth deadline of the first (none of them can
+        // have reached its deadline yet). On a slow machine the batches outlast the deadline, the relay closes
+        // the first upgraded ones (1008) and rightly accepts as many again: those are not over the cap.
+        let first = t.upgraded.first?.at
+        let atOnce = first.map { f in t.upgraded.filter { $0.at - f < self.o.authDeadline / 2 }.count } ?? 0
+        if atOnce > self.h.maxPendingAuth {
+            problems.append("\(atOnce) upgrades without AUTH accepted at once, over the cap of \(self.h.maxPendingAuth)")
         }
         if accepted < min(n, self.h.maxPendingAuth) - batch {
             problems.append("only \(accepted) upgrades accepted, far below the cap of \(self.h.maxPendingAuth)")
@@ -314,7 +319,7 @@ struct RelayAttack {
         let not1008 = codes.filter { $0.key != "1008" }
         if !not1008.isEmpty { problems.append("upgraded connections ended otherwise than close 1008: \(not1008)") }
         if let p = self.freshLogin() { problems.append(p) }
-        let figures = "\(n) upgrades without AUTH: \(accepted) × 101, \(refused) × 503; the upgraded closed "
+        let figures = "\(n) upgrades without AUTH: \(accepted) × 101 (\(atOnce) at once), \(refused) × 503; the upgraded closed "
             + "\(Self.tally(codes)) \(Self.range(times)) s after the upgrade"
         return self.monitor.verdict(window, problems: problems, figures: figures,
                                     memoryBudget: self.h.memoryBudget + accepted * self.h.memoryPerConnection)

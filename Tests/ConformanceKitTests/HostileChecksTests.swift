@@ -88,6 +88,25 @@ import Testing
         #expect(all.last == "2 passed, 0 failed")
     }
 
+    /// A relay whose cap on connections pending AUTH is above the one the check is told of fails
+    /// `half-open-upgrade`: more upgrades are accepted at once (within half an auth deadline) than the cap.
+    @Test(.timeLimit(.minutes(1)))
+    func aRelayOverItsPendingAuthCapFailsTheUpgradeCheck() async throws {
+        var limits = Self.relayLimits()
+        limits.maxPendingAuth = 1_000
+        limits.authDeadlineMs = 5_000  // every upgrade is still pending when the last is answered
+        let relay = try InProcessRelay(limits: limits)
+        defer { relay.stop() }
+        var o = Self.relayOptions(relay)
+        o.authDeadline = .milliseconds(5_000)
+        o.hostile?.only = ["half-open-upgrade"]
+        let runner = CheckRunner(emit: nil)
+        await HostileRelayChecks.run(o, into: runner)
+        let line = runner.report.result(named: "half-open-upgrade")?.line ?? "none"
+        #expect(line.hasPrefix("FAIL half-open-upgrade: 300 upgrades without AUTH accepted at once, over the cap of 100"),
+                "\(line)")
+    }
+
     @Test func theVerdictNamesEveryBrokenBound() throws {
         final class Silent: RoundTripProbe, @unchecked Sendable {
             func take(reset: Bool) -> (stats: LatencyStats?, failure: String?) { (nil, nil) }
