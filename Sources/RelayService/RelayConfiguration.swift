@@ -137,11 +137,22 @@ public struct RelayConfiguration: Sendable, Equatable {
         return out
     }
 
+    /// The longest stored-frame lifetime a configuration may give (10 years), and the longest other duration (a week).
+    static let maxLifetimeSeconds = 3_650 * 86_400
+    static let maxDurationMs = 7 * 86_400_000
+
     package mutating func apply(_ s: [String: String]) throws {
         func int(_ k: String) throws -> Int? {
             guard let v = s[k] else { return nil }
             guard let n = Int(v), n > 0 else { throw RelayConfigurationError("\(k) must be a positive integer, not '\(v)'") }
             return n
+        }
+        // Durations are bounded so that every deadline the relay adds to a clock, and the lifetime in ms (and
+        // JetStream's max_age in ns), stays far inside 64 bits: a config file must not be able to trap the relay.
+        func duration(_ k: String, max: Int, unit: String) throws -> UInt64? {
+            guard let n = try int(k) else { return nil }
+            guard n <= max else { throw RelayConfigurationError("\(k) must be at most \(max) (\(unit)), not '\(n)'") }
+            return UInt64(n)
         }
         func double(_ k: String) throws -> Double? {
             guard let v = s[k] else { return nil }
@@ -169,10 +180,12 @@ public struct RelayConfiguration: Sendable, Equatable {
         if let n = try int("max_payload_bytes") { self.limits.maxPayloadBytes = n }
         if let n = try int("mailbox_max_frames") { self.limits.mailboxMaxFrames = n }
         if let n = try int("mailbox_max_bytes") { self.limits.mailboxMaxBytes = n }
-        if let n = try int("stored_frame_lifetime_s") { self.limits.storedFrameLifetimeMs = UInt64(n) * 1000 }
-        if let n = try int("auth_deadline_ms") { self.limits.authDeadlineMs = UInt64(n) }
-        if let n = try int("ping_interval_ms") { self.limits.pingIntervalMs = UInt64(n) }
-        if let n = try int("idle_timeout_ms") { self.limits.idleTimeoutMs = UInt64(n) }
+        if let n = try duration("stored_frame_lifetime_s", max: Self.maxLifetimeSeconds, unit: "10 years") {
+            self.limits.storedFrameLifetimeMs = n * 1000
+        }
+        if let n = try duration("auth_deadline_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.authDeadlineMs = n }
+        if let n = try duration("ping_interval_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.pingIntervalMs = n }
+        if let n = try duration("idle_timeout_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.idleTimeoutMs = n }
         // A rate given alone brings its burst along (twice the rate, as the defaults are): a relay told to take
         // 50 frames a second should not still take a first burst of 4,000.
         if let n = try double("send_frames_per_second") {
@@ -186,8 +199,10 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
         if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
-        if let n = try int("outbound_stall_ms") { self.limits.outboundStallMs = UInt64(n) }
-        if let n = try int("close_flush_timeout_ms") { self.limits.closeFlushTimeoutMs = UInt64(n) }
+        if let n = try duration("outbound_stall_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.outboundStallMs = n }
+        if let n = try duration("close_flush_timeout_ms", max: Self.maxDurationMs, unit: "a week") {
+            self.limits.closeFlushTimeoutMs = n
+        }
         if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }
         if let n = try int("max_connections") { self.limits.maxConnections = n }
         if let v = s["busy_poll_us"] {

@@ -52,6 +52,21 @@ import Testing
         #expect(throws: RelayConfigurationError.self) { try RelayConfiguration.parseSettings("= x\n", path: "c") }
     }
 
+    /// Found while fuzzing (Fixtures/fuzz/regressions/relay-config/lifetime-overflowing-milliseconds): a stored
+    /// frame lifetime of 604800000000000000 s overflowed on its way to milliseconds and trapped the relay at
+    /// start. Durations are bounded now, with an error that names the bound.
+    @Test func hugeDurationsAreErrorsNotTraps() throws {
+        for (key, value) in [("stored_frame_lifetime_s", "604800000000000000"), ("stored_frame_lifetime_s", "315360001"),
+                             ("auth_deadline_ms", "9223372036854775807"), ("idle_timeout_ms", "604800001"),
+                             ("outbound_stall_ms", "99999999999"), ("close_flush_timeout_ms", "604800001")] {
+            var c = RelayConfiguration()
+            #expect(throws: RelayConfigurationError.self, "\(key) = \(value)") { try c.apply([key: value]) }
+        }
+        var c = RelayConfiguration()
+        try c.apply(["stored_frame_lifetime_s": "315360000", "idle_timeout_ms": "604800000"])
+        #expect(c.limits.storedFrameLifetimeMs == 315_360_000_000 && c.limits.idleTimeoutMs == 604_800_000)
+    }
+
     @Test func flagsOverrideTheEnvironmentWhichOverridesTheFile() throws {
         let config = try self.file("max_payload_bytes = 1000\nmailbox_max_frames = 10\nping_interval_ms = 1000\n")
         let c = try RelayConfiguration.resolve(
