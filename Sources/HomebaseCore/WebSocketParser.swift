@@ -13,7 +13,7 @@
 /// Memory: `bufferedByteCount` is what the parser holds (unparsed bytes plus fragments of the message in
 /// progress); the connection bounds its reads with it. Consumed bytes are dropped on the next `append` (or moved
 /// out when they are at least half the buffer), so many small frames cost O(n) in total, and
-/// `releaseIdleBuffer()` frees the storage of an idle connection.
+/// `takeIdleStorage()` hands the storage of an idle connection out (to free it, or to lend it to another).
 public struct WebSocketParser: Sendable {
     /// Which side of the connection this parser reads for.
     public enum Role: Sendable {
@@ -86,7 +86,7 @@ public struct WebSocketParser: Sendable {
 
     /// Bytes in the input storage, consumed ones included; for tests of the compaction policy.
     var storageByteCount: Int { self.buffer.count }
-    /// Capacity of the input and fragment storage; for tests of `releaseIdleBuffer()`.
+    /// Capacity of the input and fragment storage; for tests of `takeIdleStorage()`.
     var storageCapacity: Int { self.buffer.capacity + self.fragments.capacity }
 
     /// Buffers bytes read from the connection. Call `next()` until it returns `nil` before reading more, so that
@@ -110,15 +110,6 @@ public struct WebSocketParser: Sendable {
             self.readIndex = 0
         }
         self.buffer.append(contentsOf: bytes)
-    }
-
-    /// Frees the buffers' storage when nothing is buffered, so an idle connection costs (almost) no memory.
-    /// Does nothing while bytes or fragments are held.
-    public mutating func releaseIdleBuffer() {
-        guard self.bufferedByteCount == 0 else { return }
-        self.buffer = []
-        self.readIndex = 0
-        self.fragments = []
     }
 
     /// Whether the parser has input storage (it allocates some on `append` otherwise).

@@ -344,17 +344,17 @@ func parseWebSocketFrames(
         #expect(parser.bufferedByteCount == 0)
     }
 
-    /// bufferedByteCount counts unparsed bytes and held fragments; releaseIdleBuffer frees only when idle.
+    /// bufferedByteCount counts unparsed bytes and held fragments; takeIdleStorage frees only when idle.
     @Test func bufferedByteCountAndRelease() throws {
         var parser = WebSocketParser(role: .client, maxMessageBytes: 1000)
         parser.append([0x01, 0x03, 0x48, 0x65, 0x6C, 0x80] as [UInt8])
         #expect(try parser.next() == nil)
         #expect(parser.bufferedByteCount == 3 + 1)  // "Hel" held + the lone continuation header byte
-        parser.releaseIdleBuffer()  // not idle: must keep everything
+        _ = parser.takeIdleStorage()  // not idle: must keep everything
         parser.append([0x02, 0x6C, 0x6F] as [UInt8])
         #expect(try parser.next() == .message(opcode: .text, payload: Self.hello[...]))
         #expect(parser.bufferedByteCount == 0)
-        parser.releaseIdleBuffer()
+        _ = parser.takeIdleStorage()
         parser.append([0x81, 0x01, 0x61] as [UInt8])
         #expect(try parser.next() == .message(opcode: .text, payload: [0x61]))
     }
@@ -404,17 +404,17 @@ func parseWebSocketFrames(
     }
 
     /// An idle parser (nothing buffered) gives its storage back; a busy one keeps it.
-    @Test func releaseIdleBufferFreesStorage() throws {
+    @Test func takeIdleStorageFreesStorage() throws {
         var parser = WebSocketParser(role: .client, maxMessageBytes: 1 << 20)
         parser.append([0x82, 0x7E, 0x10, 0x00] + [UInt8](repeating: 1, count: 4096))
         #expect(try parser.next() != nil)
         parser.append([0x02, 0x01, 0x00] as [UInt8])  // first fragment of an unfinished message
         #expect(try parser.next() == nil)
-        parser.releaseIdleBuffer()
+        _ = parser.takeIdleStorage()
         #expect(parser.storageCapacity > 0)
         parser.append([0x80, 0x00] as [UInt8])
         #expect(try parser.next() == .message(opcode: .binary, payload: [0x00]))
-        parser.releaseIdleBuffer()
+        _ = parser.takeIdleStorage()
         #expect(parser.storageCapacity == 0)
     }
 
