@@ -47,10 +47,9 @@ public final class RelayServer: @unchecked Sendable {
     /// Connections with output gathered in this loop iteration.
     private var dirty: [RelayConnection] = []
     private var flushing: [RelayConnection] = []
-    /// Input storage of connections gone idle, lent to the next connection that reads (`lendInputStorage`).
-    private var spareInputStorage: [[UInt8]] = []
-    static let spareInputStorageCount = 16
-    static let spareInputStorageCapacity = 64 * 1024
+    /// Input storage of connections gone idle, lent to the next connection that reads (`lendInputStorage`):
+    /// at most 16 buffers of at most 64 KiB each, 1 MiB in all.
+    private var spareInputStorage = SpareStorage(maxCount: 16, maxCapacity: 64 * 1024)
 
     /// The bound port of the main listener (useful with port 0).
     public let port: UInt16
@@ -215,16 +214,13 @@ public final class RelayServer: @unchecked Sendable {
     /// Gives `parser` input storage from the spares, if any: a connection that reads one frame at a time would
     /// otherwise allocate and free its storage on every read (idle connections hold none).
     func lendInputStorage(to parser: inout WebSocketParser) {
-        guard var storage = self.spareInputStorage.popLast() else { return }
+        guard var storage = self.spareInputStorage.take() else { return }
         parser.adoptStorage(&storage)
     }
 
-    /// Keeps an idle connection's input storage for the next read of any connection, up to a few of them.
+    /// Keeps an idle connection's input storage for the next read of any connection, within the pool's bounds.
     func recycleInputStorage(_ storage: [UInt8]) {
-        guard self.spareInputStorage.count < Self.spareInputStorageCount,
-              storage.capacity <= Self.spareInputStorageCapacity
-        else { return }
-        self.spareInputStorage.append(storage)
+        self.spareInputStorage.give(storage)
     }
 
     func connectionEnded(_ c: RelayConnection) {
