@@ -36,6 +36,11 @@ WATCHDOG_MS = "10000,30000,15000"
 BOUND_S = 120
 STALL_S = 6.0
 SIGSTOP_S = 5.0
+# How long a slow reader may take to be closed 4002 and let go. By the relay's defaults its queue must stand
+# still for outbound_stall_ms (10 s), seen by the sweep (every second), and the close frame then waits
+# close_flush_timeout_ms (5 s): about 10 s and 15 s after the flood (measured 10.4-10.8 and 15.4-15.8 s). The
+# wait leaves room for a loaded machine; a relay that never closes or never lets go still fails.
+SLOW_READER_WAIT_S = 60
 EMULATOR_ARGS = ["--tokens-per-s", "80", "--first-token-ms", "40", "--answer-tokens", "12-48"]
 # Faulting prompts (the emulator's [[fault:]] markers), about one request in 16: each must end in a fallback.
 FAULT_MARKERS = ["disconnect-after=3", "disconnect-after=8", "http-500", "stall-after=4"]
@@ -408,6 +413,7 @@ class Soak:
         self.samples = []
         self.readings = {}
         self.slow_readers = []
+        self.watchers = []  # threads watching slow readers until the relay closes and lets go of them
         self.held = []  # slow readers' sockets, kept open (and unread) until the end
         self.checker = None
         self.frames = None
@@ -532,11 +538,14 @@ class Soak:
             self.slow_reader()
 
     def slow_reader(self):
-        """A client that logs in and never reads, flooded by another: the relay must close it 4002 (the
-        flooder's next RECEIPT says offline) and then let go of it, though it never reads its close frame."""
+        """A client that logs in and never reads, flooded by another: the relay drops the frames past its queue
+        (the flooder's RECEIPT says offline), closes it 4002 once its queue has stood still for the stall time,
+        and then lets go of it, though it never reads its close frame. The flood is synchronous; the close and
+        the release are watched on a thread of their own (up to SLOW_READER_WAIT_S), and the report waits for it."""
         port = self.stack.ports["relay"]
         before = relay_metric(port, 'relay_closes_total{reason="too_slow"}') or 0
-        record = {"t": round(time.monotonic() - self.t0, 1), "closed_4002": False, "released_s": None}
+        record = {"t": round(time.monotonic() - self.t0, 1), "offline_receipt": False, "closed_4002": False,
+                  "closed_s": None, "released_s": None, "interrupted": None}
         try:
             reader = RawRelayClient("127.0.0.1", port, rcvbuf=4096)
             flooder = RawRelayClient("127.0.0.1", port)
@@ -572,18 +581,31 @@ class Soak:
         flooder.close()
         record["flood_bytes"] = sent
         record["flood_s"] = round(time.monotonic() - started, 2)
-        after = relay_metric(port, 'relay_closes_total{reason="too_slow"}') or 0
-        record["closed_4002"] = 2 in statuses and after > before
-        closed_at = time.monotonic()
+        record["offline_receipt"] = 2 in statuses
+        self.slow_readers.append(record)
+        self.event("slow_reader", offline_receipt=record["offline_receipt"], flood_mib=round(sent / 2**20, 1))
+        watcher = threading.Thread(target=self.watch_slow_reader, args=(record, reader, port, before), daemon=True)
+        self.watchers.append(watcher)
+        watcher.start()
+
+    def watch_slow_reader(self, record, reader, port, before):
+        """Waits for the relay to close the reader (its too_slow count rises) and then to hold its socket no more."""
         pid = self.stack.pid("relay")
-        while time.monotonic() - closed_at < 15:
-            if pid and not relay_holds_connection(pid, port, reader.local_port):
-                record["released_s"] = round(time.monotonic() - closed_at, 1)
+        flooded = time.monotonic()
+        while time.monotonic() - flooded < SLOW_READER_WAIT_S:
+            if self.stack.pid("relay") != pid:
+                record["interrupted"] = "the relay was restarted"
+                break
+            if record["closed_s"] is None and (relay_metric(port, 'relay_closes_total{reason="too_slow"}') or 0) > before:
+                record["closed_s"] = round(time.monotonic() - flooded, 1)
+                record["closed_4002"] = record["offline_receipt"]
+            if record["closed_s"] is not None and pid and not relay_holds_connection(pid, port, reader.local_port):
+                record["released_s"] = round(time.monotonic() - flooded, 1)
                 break
             time.sleep(0.2)
-        self.slow_readers.append(record)
-        self.event("slow_reader", closed_4002=record["closed_4002"], flood_mib=round(sent / 2**20, 1),
-                   released_s=record["released_s"])
+        log(f"[{time.monotonic() - self.t0:6.0f}s] slow reader of {record['t']} s: closed 4002 after "
+            f"{record['closed_s']} s, let go after {record['released_s']} s"
+            + (f" ({record['interrupted']})" if record["interrupted"] else ""))
 
     # MARK: Readings
 
@@ -662,6 +684,8 @@ class Soak:
         time.sleep(max(0, self.t0 + self.duration - time.monotonic()))
         log(f"[{time.monotonic() - self.t0:6.0f}s] stopping the load")
         self.load.finish()
+        for watcher in self.watchers:
+            watcher.join()
         time.sleep(3)
         self.read_processes("end")
         stop.set()
@@ -722,9 +746,12 @@ class Soak:
             if fr["corrupt"] or fr["misdelivered"]:
                 failures.append(f"{fr['corrupt']} corrupt and {fr['misdelivered']} misdelivered frames")
         for s in self.slow_readers:
+            if s.get("interrupted"):
+                continue
             if not s["closed_4002"] or s["released_s"] is None:
-                failures.append(f"slow reader at {s['t']} s: closed 4002 {s['closed_4002']}, "
-                                f"released {s['released_s']}")
+                failures.append(f"slow reader at {s['t']} s: offline receipt {s['offline_receipt']}, closed 4002 "
+                                f"after {s['closed_s']} s, released after {s['released_s']} s "
+                                f"(waited {SLOW_READER_WAIT_S} s)")
         for role, g in growth.items():
             if not g["ok"]:
                 failures.append(f"{role} grew: {g}")
@@ -764,8 +791,14 @@ class Soak:
                      ("  missing across a connection loss", fr["live"]["missing_across_connection_loss"]),
                      ("live frames lost", fr["live"]["lost"]),
                      ("corrupt / misdelivered frames", f"{fr['corrupt']} / {fr['misdelivered']}")]
-        ok_readers = sum(1 for s in self.slow_readers if s["closed_4002"] and s["released_s"] is not None)
-        rows.append(("slow readers closed 4002 and let go", f"{ok_readers}/{len(self.slow_readers)}"))
+        ok_readers = [s for s in self.slow_readers if s["closed_4002"] and s["released_s"] is not None]
+        interrupted = sum(1 for s in self.slow_readers if s.get("interrupted"))
+        rows.append(("slow readers closed 4002 and let go",
+                     f"{len(ok_readers)}/{len(self.slow_readers) - interrupted}"
+                     + (f" ({interrupted} cut short by a relay restart)" if interrupted else "")
+                     + (f", closed after {min(s['closed_s'] for s in ok_readers)}-{max(s['closed_s'] for s in ok_readers)} s, "
+                        f"let go after {min(s['released_s'] for s in ok_readers)}-{max(s['released_s'] for s in ok_readers)} s"
+                        if ok_readers else "")))
         rows.append(("faults", ", ".join(f"{k} {v}" for k, v in rep["faults"].items())))
         width = max(len(k) for k, _ in rows)
         print()
