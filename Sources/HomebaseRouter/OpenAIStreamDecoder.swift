@@ -113,8 +113,13 @@ package struct OpenAIStreamDecoder: ChatStreamDecoder {
             events.removeSubrange(mark...)
             return false
         }
-        // Only now, when the whole chunk was understood, does it change the decoder's state.
-        if let finish { self.finish = finish }
+        // Only now, when the whole chunk was understood, does it change the decoder's state. A finish read here
+        // had no tool call pending (`readCommonChunk`): the general path's `emitCalls` would have emitted none
+        // and closed the calls, and so does this one.
+        if let finish {
+            self.finish = finish
+            self.callsEmitted = true
+        }
         if let usage { self.usage = usage }
         // A chunk that only brings text: the next ones are likely the same bytes around other text. (A server
         // that varies other bytes per chunk, as OpenAI's `obfuscation` does, misses each time: the full read,
@@ -184,6 +189,9 @@ package struct OpenAIStreamDecoder: ChatStreamDecoder {
 
     private mutating func absorb(_ raw: Any, slot: Int) throws(ChatEngineError) {
         guard let call = raw as? [String: Any] else { throw .malformed("tool call delta is not an object") }
+        // The calls were joined and emitted at finish_reason: a later piece of one could only be dropped, and a
+        // tool call must not be lost silently.
+        guard !self.callsEmitted else { throw .malformed("a tool call delta after finish_reason") }
         let index = try JSONText.int(call["index"], "tool_calls.index") ?? slot
         var partial = self.calls[index] ?? PartialCall()
         if let id = try JSONText.string(call["id"], "tool_calls.id"), !id.isEmpty, partial.id == nil {

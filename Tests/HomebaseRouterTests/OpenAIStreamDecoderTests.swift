@@ -311,4 +311,35 @@ import Testing
             return
         }
     }
+
+    /// Found by fuzzing (openai-stream, Fixtures/fuzz/regressions/openai-stream/): a finish chunk with no tool
+    /// call pending, read by the fast path, left the calls open, where the general path had emitted them (none)
+    /// and closed them. A tool-call delta after it was then dropped by one path and emitted, or refused, at the
+    /// end by the other. Both refuse it now: the calls were joined at finish_reason, and a later piece of one
+    /// could only be lost.
+    @Test func aToolCallDeltaAfterFinishReasonIsMalformedOnBothPaths() {
+        let datas = [
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            #"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]}"#,
+            #"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ].map { Array($0.utf8) }
+        let late = ChatEngineError.malformed("a tool call delta after finish_reason")
+        let (fast, _) = Self.stream(datas, fast: true)
+        let (general, _) = Self.stream(datas, fast: false)
+        #expect(fast == .failure(late))
+        #expect(general == .failure(late))
+        // With a name too: the call is not dropped silently behind a finished(.toolCalls) either.
+        let named = [datas[0],
+                     Array(#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}"#.utf8),
+                     datas[3]]
+        #expect(Self.stream(named, fast: true).0 == .failure(late))
+        #expect(Self.stream(named, fast: false).0 == .failure(late))
+        // Before finish_reason, the same deltas are a tool call.
+        let inOrder = [named[1], datas[2], datas[3]]
+        let expected: [ChatEngineEvent] = [.toolCall(ToolCall(id: "c", name: "f", arguments: RawJSON("{}"))),
+                                           .finished(.toolCalls, nil)]
+        #expect(Self.stream(inOrder, fast: true).0 == .success(expected))
+        #expect(Self.stream(inOrder, fast: false).0 == .success(expected))
+    }
 }
