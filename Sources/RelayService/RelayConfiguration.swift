@@ -149,7 +149,7 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         // Durations are bounded so that every deadline the relay adds to a clock, and the lifetime in ms (and
         // JetStream's max_age in ns), stays far inside 64 bits: a config file must not be able to trap the relay.
-        func duration(_ k: String, max: Int, unit: String) throws -> UInt64? {
+        func duration(_ k: String, max: Int = Self.maxDurationMs, unit: String = "a week") throws -> UInt64? {
             guard let n = try int(k) else { return nil }
             guard n <= max else { throw RelayConfigurationError("\(k) must be at most \(max) (\(unit)), not '\(n)'") }
             return UInt64(n)
@@ -183,9 +183,9 @@ public struct RelayConfiguration: Sendable, Equatable {
         if let n = try duration("stored_frame_lifetime_s", max: Self.maxLifetimeSeconds, unit: "10 years") {
             self.limits.storedFrameLifetimeMs = n * 1000
         }
-        if let n = try duration("auth_deadline_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.authDeadlineMs = n }
-        if let n = try duration("ping_interval_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.pingIntervalMs = n }
-        if let n = try duration("idle_timeout_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.idleTimeoutMs = n }
+        if let n = try duration("auth_deadline_ms") { self.limits.authDeadlineMs = n }
+        if let n = try duration("ping_interval_ms") { self.limits.pingIntervalMs = n }
+        if let n = try duration("idle_timeout_ms") { self.limits.idleTimeoutMs = n }
         // A rate given alone brings its burst along (twice the rate, as the defaults are): a relay told to take
         // 50 frames a second should not still take a first burst of 4,000.
         if let n = try double("send_frames_per_second") {
@@ -199,8 +199,8 @@ public struct RelayConfiguration: Sendable, Equatable {
         }
         if let n = try double("send_bytes_burst") { self.limits.sendBytesBurst = n }
         if let n = try int("outbound_queue_max_bytes") { self.limits.outboundQueueMaxBytes = n }
-        if let n = try duration("outbound_stall_ms", max: Self.maxDurationMs, unit: "a week") { self.limits.outboundStallMs = n }
-        if let n = try duration("close_flush_timeout_ms", max: Self.maxDurationMs, unit: "a week") {
+        if let n = try duration("outbound_stall_ms") { self.limits.outboundStallMs = n }
+        if let n = try duration("close_flush_timeout_ms") {
             self.limits.closeFlushTimeoutMs = n
         }
         if let n = try int("max_pending_auth") { self.limits.maxPendingAuth = n }
