@@ -170,12 +170,15 @@ import Testing
     }
 
     @Test func lateFramesAfterAFailureAreDropped() async throws {
-        // Accept, then the answer only after the first-output watchdog has already fired.
+        // Accept, then the answer only after the first-output watchdog has already fired. Only that watchdog is
+        // short, and the host waits four times its length: a loaded machine would have to hold the accept back for
+        // 450 ms, not 150 ms as before, to change which rule ends the answer.
+        let ladder = InferenceClientStateMachine.Watchdogs(acceptMs: 5_000, firstOutputMs: 150, stallMs: 5_000)
         let rig = RelayRig { r, _ in
-            [ScriptedHost.accept(r), .sleep(ms: 300)] + Array(ScriptedHost.serve(r, ["too late"]).dropFirst())
+            [ScriptedHost.accept(r), .sleep(ms: 600)] + Array(ScriptedHost.serve(r, ["too late"]).dropFirst())
         }
         defer { rig.stop() }
-        let events = await collect(rig.remote().stream(Fixture.request))
+        let events = await collect(rig.remote(ladder: ladder).stream(Fixture.request))
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(result.fallbackReason == "first_output_timeout")
         #expect(await eventually { rig.host.finishedScripts == 1 })
