@@ -265,7 +265,7 @@ public enum RelayChecks {
         _ = try c.receipt()
         c.close()
         // Second connection: the two unacknowledged frames again, same ids, same order.
-        c = try Self.reconnect(o, key: cKey)
+        c = try Self.reconnect(o, key: cKey, expectingStored: 2)
         guard c.stored == 2 else { return .fail("after ACK of 1 of 3, READY.stored is \(c.stored), expected 2") }
         for (i, id) in ids.dropFirst().enumerated() {
             let f = try c.next()
@@ -279,7 +279,7 @@ public enum RelayChecks {
         _ = try c.receipt()
         c.close()
         // Third connection: nothing left.
-        c = try Self.reconnect(o, key: cKey)
+        c = try Self.reconnect(o, key: cKey, expectingStored: 0)
         defer { c.close() }
         guard c.stored == 0 else { return .fail("acknowledged frames still stored (READY.stored \(c.stored))") }
         if let f = try c.nextOrNil(timeout: .milliseconds(500)) { return .fail("unexpected \(f.type) after all ACKs") }
@@ -296,6 +296,23 @@ public enum RelayChecks {
                 if ContinuousClock.now > deadline { throw error }
                 Thread.sleep(forTimeInterval: 0.2)
             }
+        }
+    }
+
+    /// Logs in again as `key` until READY counts `stored` frames, for up to `settle`; returns the last login.
+    ///
+    /// An ACK has no reply and delivery is at-least-once (§5), so the SEND round trip after it shows only that
+    /// the relay read it, not that the frame is gone: a fleet's other edge can count before this edge's delete
+    /// has landed. A count above `stored` is read again; one that stays for `settle` is the caller's failure.
+    static func reconnect(_ o: RelayCheckOptions, key: SigningSecretKey, expectingStored stored: UInt32,
+                          settle: Duration = .seconds(2)) throws -> RawRelayClient
+    {
+        let deadline = ContinuousClock.now + settle
+        while true {
+            let c = try Self.reconnect(o, key: key)
+            guard c.stored > stored, ContinuousClock.now < deadline else { return c }
+            c.close()
+            Thread.sleep(forTimeInterval: 0.05)
         }
     }
 

@@ -57,7 +57,16 @@ public final class RelayServer: @unchecked Sendable {
     public let metricsPort: UInt16?
 
     /// Opens the mailbox and binds the listeners; call `run()` to serve.
-    public init(configuration: RelayConfiguration, admission: Admission = Admission(), logger: Logger) throws {
+    public convenience init(configuration: RelayConfiguration, admission: Admission = Admission(), logger: Logger)
+        throws
+    {
+        try self.init(configuration: configuration, admission: admission, logger: logger, wrapMailbox: { $0 })
+    }
+
+    /// `wrapMailbox` lets a test put a mailbox with other timing (ACKs applied late) in front of the real one.
+    init(configuration: RelayConfiguration, admission: Admission, logger: Logger,
+         wrapMailbox: (any Mailbox) -> any Mailbox) throws
+    {
         self.configuration = configuration
         self.upgradeHeaders = [(RelaySendLimits.headerName, RelaySendLimits(configuration.limits).headerValue)]
         self.admission = admission
@@ -90,7 +99,7 @@ public final class RelayServer: @unchecked Sendable {
             self.fleet = fleet
             mailbox = fleet.mailbox
         }
-        self.worker = MailboxWorker(mailbox: mailbox, clock: { Posix.wallClockMs })
+        self.worker = MailboxWorker(mailbox: wrapMailbox(mailbox), clock: { Posix.wallClockMs })
         self.loop = try EventLoop()
         self.loop.busyPollNs = UInt64(configuration.busyPollMicroseconds) * 1_000
         var listeners: [TCPListener] = []

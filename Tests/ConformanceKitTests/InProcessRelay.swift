@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseStore
 @testable import RelayService
 
 /// A relay on 127.0.0.1 port 0 in a temporary data directory, on its own thread (as RelayServiceTests' TestRelay).
@@ -9,7 +10,9 @@ final class InProcessRelay: @unchecked Sendable {
     private let thread: Thread
     private let finished = DispatchSemaphore(value: 0)
 
-    init(limits: RelayLimits, admission: Admission = Admission()) throws {
+    init(limits: RelayLimits, admission: Admission = Admission(),
+         wrapMailbox: (any Mailbox) -> any Mailbox = { $0 }) throws
+    {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)").path
         self.dataDirectory = dir
         var c = RelayConfiguration()
@@ -18,7 +21,8 @@ final class InProcessRelay: @unchecked Sendable {
         c.dataDirectory = dir
         c.durability = "normal"
         c.limits = limits
-        let server = try RelayServer(configuration: c, admission: admission, logger: .discard())
+        let server = try RelayServer(configuration: c, admission: admission, logger: .discard(),
+                                     wrapMailbox: wrapMailbox)
         self.server = server
         let done = self.finished
         self.thread = Thread {

@@ -1,6 +1,7 @@
-import ConformanceKit
+@testable import ConformanceKit
 import Foundation
 import HomebaseCore
+import HomebaseStore
 import HomebaseTransport
 import RelayService
 import Testing
@@ -87,6 +88,19 @@ import Testing
         return nil
     }
 
+    /// ACKs are fire-and-forget and delivery at-least-once (relay.md §5): a fleet's other edge may count a frame
+    /// its ACK has not yet deleted. store-and-forward reads the count again for a while; an ACK never applied
+    /// still fails it.
+    @Test(.timeLimit(.minutes(1)))
+    func storeAndForwardWaitsForALateAckButNotForAnIgnoredOne() async throws {
+        for (delayMs, expected) in [(300, CheckOutcome.pass),
+                                    (nil, .fail("after ACK of 1 of 3, READY.stored is 3, expected 2"))] {
+            let relay = try InProcessRelay(limits: Self.smallLimits()) { LateAckMailbox($0, delayMs: delayMs) }
+            defer { relay.stop() }
+            #expect(try RelayChecks.storeAndForward(Self.options(relay.url)) == expected, "ACKs after \(delayMs ?? -1) ms")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)), .enabled(if: Self.python() != nil, "needs a Python with websockets and PyNaCl"))
     func brokenRelayFailsTheRightChecks() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -137,4 +151,54 @@ final class LineSink: @unchecked Sendable {
     private var stored: [String] = []
     var lines: [String] { self.lock.withLock { self.stored } }
     func append(_ line: String) { self.lock.withLock { self.stored.append(line) } }
+}
+
+/// A mailbox that applies ACKs `delayMs` after it reads them, on another thread, or never (nil). One lock
+/// serializes every call to the real mailbox, as the relay's single mailbox worker does.
+final class LateAckMailbox: Mailbox, @unchecked Sendable {
+    private let inner: any Mailbox
+    private let delayMs: Int?
+    private let lock = NSLock()
+
+    init(_ inner: any Mailbox, delayMs: Int?) {
+        self.inner = inner
+        self.delayMs = delayMs
+    }
+
+    func acknowledge(recipient: PublicKey, deliveryID: UInt64) throws -> Bool {
+        try self.acknowledgeBatch([(recipient, deliveryID)])
+        return self.delayMs != nil
+    }
+
+    func acknowledgeBatch(_ acks: [(recipient: PublicKey, deliveryID: UInt64)]) throws {
+        guard let delayMs = self.delayMs else { return }
+        let inner = self.inner, lock = self.lock, ids = acks.map { ($0.recipient, $0.deliveryID) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delayMs)) {
+            lock.withLock {
+                for (recipient, id) in ids { _ = try? inner.acknowledge(recipient: recipient, deliveryID: id) }
+            }
+        }
+    }
+
+    func enqueue(recipient: PublicKey, sender: PublicKey, payload: [UInt8], nowMs: UInt64) throws
+        -> MailboxEnqueueResult
+    {
+        try self.lock.withLock { try self.inner.enqueue(recipient: recipient, sender: sender, payload: payload, nowMs: nowMs) }
+    }
+    func enqueueBatch(_ items: [MailboxItem], nowMs: UInt64) throws -> [MailboxEnqueueResult] {
+        try self.lock.withLock { try self.inner.enqueueBatch(items, nowMs: nowMs) }
+    }
+    func pending(recipient: PublicKey, after: UInt64, limit: Int, nowMs: UInt64) throws -> [StoredFrame] {
+        try self.lock.withLock { try self.inner.pending(recipient: recipient, after: after, limit: limit, nowMs: nowMs) }
+    }
+    func pendingCount(recipient: PublicKey, nowMs: UInt64) throws -> Int {
+        try self.lock.withLock { try self.inner.pendingCount(recipient: recipient, nowMs: nowMs) }
+    }
+    func depth(recipient: PublicKey) throws -> (frames: Int, bytes: Int) {
+        try self.lock.withLock { try self.inner.depth(recipient: recipient) }
+    }
+    func expire(nowMs: UInt64) throws -> Int { try self.lock.withLock { try self.inner.expire(nowMs: nowMs) } }
+    func totalDepth() throws -> (frames: Int, bytes: Int, mailboxes: Int) {
+        try self.lock.withLock { try self.inner.totalDepth() }
+    }
 }
