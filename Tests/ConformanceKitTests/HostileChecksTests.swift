@@ -145,27 +145,9 @@ import Testing
 
     @Test(.timeLimit(.minutes(1)), .enabled(if: RelayChecksTests.python() != nil, "needs a Python with websockets"))
     func aRelayWithoutDeadlinesOrLimitsFailsTheirChecks() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-        let port = Int.random(in: 20_000..<32_000)  // below the ephemeral ports (32768-), which connections hold
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: RelayChecksTests.python()!)
-        process.arguments = [root + "/tools/bench/py_relay.py", "\(port)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        var up = false
-        for _ in 0..<150 where !up {
-            up = (try? TCPClientStream.connect(host: "127.0.0.1", port: UInt16(port), timeout: .milliseconds(200)))
-                .map { $0.close(); return true } ?? false
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up, "py_relay.py did not start")
-        var o = RelayCheckOptions(url: "ws://127.0.0.1:\(port)/v1/relay")
+        let relay = try await PyRelay(python: RelayChecksTests.python()!)
+        defer { relay.stop() }
+        var o = RelayCheckOptions(url: relay.url)
         o.authDeadline = .milliseconds(500)
         var h = Self.hostile()
         h.connections = 50

@@ -103,31 +103,9 @@ import Testing
 
     @Test(.timeLimit(.minutes(1)), .enabled(if: Self.python() != nil, "needs a Python with websockets and PyNaCl"))
     func brokenRelayFailsTheRightChecks() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-        let port = Int.random(in: 20_000..<32_000)  // below the ephemeral ports (32768-), which connections hold
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.python()!)
-        process.arguments = [root + "/tools/bench/py_relay.py", "\(port)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice  // its tracebacks for refused frames are expected noise
-        try process.run()
-        defer {
-            // SIGKILL, not terminate(): the in-process relay's signal handling can leave SIGTERM blocked in
-            // children spawned from the test process, and then waitUntilExit never returns.
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        // Wait until it accepts connections (no pipe: reading one blocked the test runner).
-        var up = false
-        for _ in 0..<50 where !up {
-            up = (try? TCPClientStream.connect(host: "127.0.0.1", port: UInt16(port), timeout: .milliseconds(200)))
-                .map { $0.close(); return true } ?? false
-            if !up { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(up, "py_relay.py did not start")
-
-        var o = Self.options("ws://127.0.0.1:\(port)/v1/relay")
+        let relay = try await PyRelay(python: Self.python()!)
+        defer { relay.stop() }
+        var o = Self.options(relay.url)
         o.authDeadline = .seconds(1)
         o.rateBurstFrames = 200
         let report = await Self.run(o)
