@@ -94,7 +94,7 @@ public enum FleetChecks {
         try c.send(1, to: RelayChecks.offlineKey())
         _ = try c.receipt()
         c.close()
-        c = try RelayChecks.reconnect(o.relay, key: rKey, url: o.edges[0])
+        c = try RelayChecks.reconnect(o.relay, key: rKey, expectingStored: 0, url: o.edges[0])
         c.close()
         guard c.stored == 0 else { return .fail("acknowledged frames still stored (READY.stored \(c.stored))") }
         do { try await HomebaseChecks.shell(restart) } catch { return .fail("restart command failed: \(error)") }

@@ -305,11 +305,11 @@ public enum RelayChecks {
     /// the relay read it, not that the frame is gone: a fleet's other edge can count before this edge's delete
     /// has landed. A count above `stored` is read again; one that stays for `settle` is the caller's failure.
     static func reconnect(_ o: RelayCheckOptions, key: SigningSecretKey, expectingStored stored: UInt32,
-                          settle: Duration = .seconds(2)) throws -> RawRelayClient
+                          settle: Duration = .seconds(2), url: String? = nil) throws -> RawRelayClient
     {
         let deadline = ContinuousClock.now + settle
         while true {
-            let c = try Self.reconnect(o, key: key)
+            let c = try Self.reconnect(o, key: key, url: url)
             guard c.stored > stored, ContinuousClock.now < deadline else { return c }
             c.close()
             Thread.sleep(forTimeInterval: 0.05)
