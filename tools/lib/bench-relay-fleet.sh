@@ -29,7 +29,7 @@ bench_fleet() {
     done
 
     echo "== fleet: 2 edges over 3 NATS nodes (JetStream, replicas 3)"
-    local base=$((20000 + (RANDOM % 120) * 100))  # below the ephemeral ports (32768-), as in tools/fleet-test
+    local base; base=$(nats_pick_base)
     NATS_TASKSET="taskset -c 0" nats_cluster_start "$work/nats" "$base" 3
     local npids; npids=$(cat "$work"/nats/n*.pid | paste -sd,)
     local e pids=() urls=()

@@ -1,8 +1,20 @@
 # Starts and stops a loopback NATS JetStream cluster for tools/fleet-test and tools/bench-relay --fleet.
-# Source it, then: nats_cluster_start DIR BASE_PORT [NODES]; nats_node_kill I; nats_node_start I; nats_cluster_stop.
+# Source it, then: nats_cluster_start DIR BASE_PORT [NODES] (BASE_PORT from nats_pick_base); nats_node_kill I;
+# nats_node_start I; nats_cluster_stop.
 # Node I (1-based) listens for clients on BASE_PORT+I-1, for routes on BASE_PORT+100+I-1, monitoring on
 # BASE_PORT+200+I-1; JetStream file storage under DIR/nI. NATS_URLS is set to the client URLs, comma-separated.
 # NATS_TASKSET (e.g. "taskset -c 0") prefixes each server's command.
+
+# nats_pick_base: a random base for a block of 400 ports (clients, routes, monitoring, and the caller's own
+# +300..), all below the kernel's ephemeral range (32768 unless /proc says otherwise). A port in that range can
+# already be the local end of an outgoing connection (the nodes dial their routes), and then a node fails to bind.
+nats_pick_base() {
+    local low
+    low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    local blocks=$(( (low - 400 - 20000) / 100 ))
+    [ "$blocks" -ge 1 ] || blocks=1
+    echo $(( 20000 + (RANDOM % blocks) * 100 ))
+}
 
 nats_cluster_start() {
     NATS_DIR=$1; NATS_BASE=$2; NATS_NODES=${3:-3}
