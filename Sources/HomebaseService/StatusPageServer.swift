@@ -9,8 +9,14 @@ import Synchronization
 /// page itself to the assets embedded in the binary (`StatusPageAssets`). It only moves bytes.
 ///
 /// Live updates are Server-Sent Events: each client of `/api/events` gets the report once a second, from one
-/// shared encoding at most a second old. At most `maxEventClients` at once (more get 503), and at most
-/// `maxConnections` connections in all (a connection costs a thread).
+/// shared encoding at most a second old. At most `maxEventClients` at once (more get 503), and one that stops
+/// reading is dropped after `sendTimeoutMs`.
+///
+/// Strangers cannot lock the owner out (issue 37): at most `maxConnections` connections in all (a connection costs
+/// a thread), given out by `ConnectionSlots` (at most `perAddress` unauthenticated ones from one address, and an
+/// unauthenticated one is evicted to make room before anyone is refused; a request that passes the gate marks its
+/// connection authenticated); a request must arrive whole within `requestReadTimeoutMs` (408 and closed), and a
+/// refused request's connection is closed.
 public final class StatusPageServer: Sendable {
     public struct Configuration: Sendable {
         public var host: String
@@ -21,6 +27,12 @@ public final class StatusPageServer: Sendable {
         public var allowedHosts: [String]
         public var maxEventClients = 8
         public var maxConnections = 32
+        /// Unauthenticated connections at most from one peer address.
+        public var perAddress = 8
+        /// A request's head and body must arrive within this long.
+        public var requestReadTimeoutMs: Int32 = 5_000
+        /// A client (a live page) that stops reading is dropped after this long.
+        public var sendTimeoutMs: Int32 = 10_000
         /// Between two reports on `/api/events`.
         public var eventIntervalMs: Int32 = 1_000
 
@@ -65,6 +77,10 @@ public final class StatusPageServer: Sendable {
         http.idleTimeoutMs = 60_000
         http.backlog = 64
         http.maxConnections = self.configuration.maxConnections
+        http.slots = ConnectionSlots.Limits(maxConnections: self.configuration.maxConnections,
+                                            perAddress: self.configuration.perAddress)
+        http.requestReadTimeoutMs = self.configuration.requestReadTimeoutMs
+        http.sendTimeoutMs = self.configuration.sendTimeoutMs
         let server = SimpleHTTPServer(configuration: http) { [self] request, writer in
             self.handle(request, writer)
         }
@@ -83,11 +99,23 @@ public final class StatusPageServer: Sendable {
     }
 
     func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {
-        switch self.gate.decide(request.head, bodyBytes: request.body.count) {
+        let decision = self.gate.decide(request.head, bodyBytes: request.body.count)
+        switch decision {
         case .refuse(let status, let reason):
             self.logger.debug("status page refused a request",
                               metadata: ["status": "\(status)", "reason": reason, "path": request.path])
-            self.respond(writer, status, type: "text/plain; charset=utf-8", Array((reason + "\n").utf8))
+            // A refused connection does not stay to wait for another request: it holds a slot meanwhile.
+            writer.respond(status: status, headers: Self.securityHeaders + [
+                ("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store"), ("Connection", "close"),
+            ], body: Array((reason + "\n").utf8))
+            return
+        case .login, .serve:
+            // It passed the gate (the access token, when one is set): never evicted for a stranger.
+            writer.authenticateConnection()
+        }
+        switch decision {
+        case .refuse:
+            return
         case .login:
             let token = self.gate.configuration.accessToken ?? ""
             writer.respond(status: 303, headers: Self.securityHeaders + [

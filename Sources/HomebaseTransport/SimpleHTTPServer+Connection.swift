@@ -12,6 +12,13 @@ struct HTTPServerConnection {
     let server: SimpleHTTPServer
     private var parser: HTTPRequestHeadParser
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// When the request being read must be complete (`requestReadTimeoutMs`); nil before its first byte.
+    private var readDeadline: ContinuousClock.Instant?
+    /// The request being read outran its deadline.
+    private var timedOut = false
+    /// Bytes of the request being read have arrived (a silent connection that times out is closed without 408:
+    /// a browser's preconnected socket).
+    private var started = false
 
     init(fd: Int32, server: SimpleHTTPServer) {
         self.fd = fd
@@ -20,20 +27,28 @@ struct HTTPServerConnection {
     }
 
     mutating func run() {
+        // The first request's time runs from the connection's start: a client that sends nothing is no better.
+        self.readDeadline = self.server.configuration.requestReadTimeoutMs.map { ContinuousClock.now + .milliseconds($0) }
         while true {
             let head: HTTPRequestHead
             do {
-                guard let next = try self.readHead() else { return }
+                guard let next = try self.readHead() else { return self.refuseIfLate() }
                 head = next
             } catch {
                 self.refuse(status: error.status, message: "\(error)")
                 return
             }
-            guard let body = self.readBody(head) else { return }
+            guard let body = self.readBody(head) else { return self.refuseIfLate() }
+            let fd = self.fd, server = self.server
             let writer = HTTPResponseWriter(
-                fd: self.fd, isHead: head.method == "HEAD", keepAlive: head.keepAlive, version: head.version)
+                fd: self.fd, isHead: head.method == "HEAD", keepAlive: head.keepAlive, version: head.version,
+                authenticate: { server.authenticate(fd) })
             self.server.handler(HTTPServerRequest(head: head, body: body), writer)
             guard writer.completeExchange() else { return }
+            // The next request's time runs from its first byte, already here if it was pipelined.
+            self.started = self.parser.bufferedCount > 0
+            self.readDeadline = self.started
+                ? self.server.configuration.requestReadTimeoutMs.map { ContinuousClock.now + .milliseconds($0) } : nil
         }
     }
 
@@ -45,15 +60,37 @@ struct HTTPServerConnection {
         }
     }
 
-    /// Receives once into the parser. False on EOF, error or idle timeout.
+    /// Receives once into the parser. False on EOF, error, idle timeout or the request's deadline.
     private mutating func receive() -> Bool {
-        guard ServerSocket.waitReadable(self.fd, timeoutMs: self.server.configuration.idleTimeoutMs) else {
+        var timeout = self.server.configuration.idleTimeoutMs
+        if let deadline = self.readDeadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                self.timedOut = true
+                return false
+            }
+            let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
+            timeout = min(timeout, Int32(clamping: ms))
+        }
+        guard ServerSocket.waitReadable(self.fd, timeoutMs: timeout) else {
+            if let deadline = self.readDeadline, ContinuousClock.now >= deadline { self.timedOut = true }
             return false
         }
-        let n = self.readBuffer.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, $0.count, 0) }
+        let fd = self.fd
+        let n = self.readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return false }
         self.parser.append(self.readBuffer[0..<n])
+        self.started = true
+        if self.readDeadline == nil, let ms = self.server.configuration.requestReadTimeoutMs {
+            self.readDeadline = ContinuousClock.now + .milliseconds(ms)
+        }
         return true
+    }
+
+    /// After reading stopped: a request that outran its deadline is answered 408 (the connection then closes).
+    private func refuseIfLate() {
+        guard self.timedOut, self.started, let ms = self.server.configuration.requestReadTimeoutMs else { return }
+        self.refuse(status: 408, message: "the request did not arrive within \(ms) ms")
     }
 
     /// The request body (by Content-Length or chunked), or `nil` after answering an error or losing the peer.

@@ -27,6 +27,8 @@ public final class HTTPResponseWriter: Sendable {
         var streamed = false
         /// A streamed response's head, held back to go out with the first chunk (or the end).
         var pendingHead: [UInt8]?
+        /// The handler answered `Connection: close`: the connection ends after this response.
+        var closeAfter = false
     }
 
     private let fd: Int32
@@ -35,12 +37,21 @@ public final class HTTPResponseWriter: Sendable {
     /// HTTP/1.0 clients cannot read chunked coding: their streams are raw bytes ended by closing.
     private let chunked: Bool
     private let state = Mutex(State())
+    private let authenticate: @Sendable () -> Void
 
-    init(fd: Int32, isHead: Bool, keepAlive: Bool, version: HTTPVersion) {
+    init(fd: Int32, isHead: Bool, keepAlive: Bool, version: HTTPVersion,
+         authenticate: @escaping @Sendable () -> Void = {}) {
         self.fd = fd
         self.isHead = isHead
         self.keepAlive = keepAlive
         self.chunked = version != .http1_0
+        self.authenticate = authenticate
+    }
+
+    /// The request proved it may be here (the status page: it carried the access token): with
+    /// `SimpleHTTPServer.Configuration.slots`, its connection is never evicted to make room for a stranger.
+    public func authenticateConnection() {
+        self.authenticate()
     }
 
     /// Sends a whole response with `Content-Length`. For HEAD requests the body is left out.
@@ -49,8 +60,12 @@ public final class HTTPResponseWriter: Sendable {
             precondition(state.phase == .idle || state.phase == .aborted, "response already started")
             guard state.phase == .idle else { return }
             state.phase = .finished
+            let fields = self.fields(headers)
+            if fields.contains(where: { $0.name.lowercased() == "connection" && $0.value.lowercased() == "close" }) {
+                state.closeAfter = true
+            }
             let bytes = HTTPResponseEncoder.response(
-                status: status, headers: self.fields(headers), body: body, includeBody: !self.isHead)
+                status: status, headers: fields, body: body, includeBody: !self.isHead)
             if !ServerSocket.sendAll(self.fd, bytes) { state.clientGone = true }
         }
     }
@@ -222,7 +237,8 @@ public final class HTTPResponseWriter: Sendable {
             break
         }
         return self.state.withLock { state in
-            state.phase == .finished && !state.clientGone && self.keepAlive && !(state.streamed && !self.chunked)
+            state.phase == .finished && !state.clientGone && self.keepAlive && !state.closeAfter
+                && !(state.streamed && !self.chunked)
         }
     }
 

@@ -60,6 +60,40 @@ enum ServerSocket {
         return (fd, UInt16(bigEndian: addr.sin_port))
     }
 
+    /// Accepts one connection: its socket (negative on failure) and the peer's address as text (`""` if unknown).
+    static func accept(_ listenFD: Int32) -> (fd: Int32, address: String) {
+        var addr = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_accept(listenFD, $0, &len) }
+        }
+        guard fd >= 0 else { return (fd, "") }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let family = Int32(addr.ss_family)
+        let ok: Bool = withUnsafePointer(to: &addr) { raw in
+            if family == AF_INET {
+                return raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                    var a = v4.pointee.sin_addr
+                    return inet_ntop(AF_INET, &a, &text, socklen_t(text.count)) != nil
+                }
+            }
+            if family == AF_INET6 {
+                return raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                    var a = v6.pointee.sin6_addr
+                    return inet_ntop(AF_INET6, &a, &text, socklen_t(text.count)) != nil
+                }
+            }
+            return false
+        }
+        return (fd, ok ? String(cString: text) : "")
+    }
+
+    /// Makes a send that cannot proceed for `ms` fail (EAGAIN) instead of blocking forever.
+    static func setSendTimeout(_ fd: Int32, ms: Int32) {
+        var tv = timeval(tv_sec: Int(ms / 1000), tv_usec: .init(ms % 1000 * 1000))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// Sends all of `bytes`. Returns false when the peer is gone (EPIPE, ECONNRESET) or the socket failed.
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { Self.sendAll(fd, $0) }
@@ -97,6 +131,12 @@ enum ServerSocket {
         if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR }
         return false
     }
+}
+
+// `accept` is shadowed by ServerSocket.accept inside the enum; this forwards to the C function.
+@inline(__always)
+private func Glibc_accept(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: inout socklen_t) -> Int32 {
+    accept(fd, address, &length)
 }
 
 // `listen` is shadowed by ServerSocket.listen inside the enum; this forwards to the C function.

@@ -36,6 +36,17 @@ public final class SimpleHTTPServer: Sendable {
         /// Open connections at most (each costs a thread); one more is answered 503 and closed. Unbounded by
         /// default: the emulators serve what their tests send.
         public var maxConnections = Int.max
+        /// Who gets a connection slot when they are scarce (`ConnectionSlots`: per peer address, and never taking
+        /// an authenticated connection's): replaces `maxConnections` when set. A handler marks its connection
+        /// authenticated with `HTTPResponseWriter.authenticateConnection()`.
+        public var slots: ConnectionSlots.Limits?
+        /// A request's head and body must arrive within this long: counted from the connection's start for its
+        /// first request, from the request's first byte for later ones (before it, `idleTimeoutMs` applies). A
+        /// client dribbling a byte at a time is answered 408 and closed. Unbounded when nil.
+        public var requestReadTimeoutMs: Int32?
+        /// A send that cannot go on for this long (a client that stopped reading, its buffers full) fails, and the
+        /// connection ends (`SO_SNDTIMEO`). Unbounded when nil.
+        public var sendTimeoutMs: Int32?
 
         public init() {}
     }
@@ -50,15 +61,20 @@ public final class SimpleHTTPServer: Sendable {
         /// so `stop()` can `shutdown` them without racing a reused descriptor.
         var connections: Set<Int32> = []
         var acceptThreadDone = false
+        /// With `Configuration.slots`: who holds which slot, by socket.
+        var slots: ConnectionSlots?
     }
 
     let configuration: Configuration
     let handler: Handler
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     public init(configuration: Configuration = Configuration(), handler: @escaping Handler) {
         self.configuration = configuration
         self.handler = handler
+        var state = State()
+        state.slots = configuration.slots.map { ConnectionSlots($0) }
+        self.state = Mutex(state)
     }
 
     /// Binds `host:port` (IPv4 literal or `localhost`; port 0 picks a free port), starts the accept thread and
@@ -126,6 +142,11 @@ public final class SimpleHTTPServer: Sendable {
     /// Number of open client connections (for tests and metrics).
     public var connectionCount: Int { self.state.withLock { $0.connections.count } }
 
+    /// With `Configuration.slots`: connection `fd` proved it may be here, and is never evicted for a stranger.
+    func authenticate(_ fd: Int32) {
+        self.state.withLock { $0.slots?.authenticate(Int(fd)) }
+    }
+
     private static let tooManyConnections = HTTPResponseEncoder.response(
         status: 503,
         headers: [HTTPHeaderField(name: "Content-Type", value: "text/plain; charset=utf-8"),
@@ -146,16 +167,29 @@ public final class SimpleHTTPServer: Sendable {
             }
             if fds[1].revents != 0 { return }
             guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
-            let client = accept(listenFD, nil, nil)
+            let (client, address) = ServerSocket.accept(listenFD)
             if client < 0 { continue }  // ECONNABORTED, EMFILE: keep serving the others
             var one: Int32 = 1
             setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             #if !os(Linux)
             setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
             #endif
+            if let ms = self.configuration.sendTimeoutMs { ServerSocket.setSendTimeout(client, ms: ms) }
             let admitted = self.state.withLock { state -> Bool? in
                 guard !state.stopping else { return nil }
-                guard state.connections.count < self.configuration.maxConnections else { return false }
+                if state.slots != nil {
+                    switch state.slots!.admit(Int(client), address: address) {
+                    case .refuse:
+                        return false
+                    case .admitEvicting(let victim):
+                        // Its thread sees the connection end, and closes it (releasing nothing: the slot is gone).
+                        shutdown(Int32(victim), Int32(SHUT_RDWR))
+                    case .admit:
+                        break
+                    }
+                } else {
+                    guard state.connections.count < self.configuration.maxConnections else { return false }
+                }
                 state.connections.insert(client)
                 return true
             }
@@ -173,7 +207,10 @@ public final class SimpleHTTPServer: Sendable {
                 Posix.nameCurrentThread("http-conn")
                 var connection = HTTPServerConnection(fd: client, server: self)
                 connection.run()
-                self.state.withLock { state in _ = state.connections.remove(client) }
+                self.state.withLock { state in
+                    _ = state.connections.remove(client)
+                    state.slots?.release(Int(client))
+                }
                 close(client)
             }
             thread.name = "http-conn"

@@ -12,16 +12,20 @@ final class PageHarness: Sendable {
     let collector: StatusCollector
     let page: StatusPageServer
     let base: String
+    let port: UInt16
     let http = HTTPClient(maxIdleConnections: 0)
 
-    init(engine: FakeEngine = FakeEngine(), token: String? = nil, maxEventClients: Int = 8) throws {
+    init(engine: FakeEngine = FakeEngine(), token: String? = nil, maxEventClients: Int = 8,
+         configure: (inout StatusPageServer.Configuration) -> Void = { _ in }) throws {
         self.h = try Harness(engine: engine)
         self.collector = StatusCollector(daemon: self.h.daemon)
         var configuration = StatusPageServer.Configuration(host: "127.0.0.1", port: 0, accessToken: token)
         configuration.maxEventClients = maxEventClients
         configuration.eventIntervalMs = 50
+        configure(&configuration)
         self.page = StatusPageServer(collector: self.collector, configuration: configuration, csrfToken: Self.csrf)
-        self.base = "http://127.0.0.1:\(try self.page.start())"
+        self.port = try self.page.start()
+        self.base = "http://127.0.0.1:\(self.port)"
         self.h.start()
     }
 
