@@ -4,8 +4,10 @@
 ///
 /// In order, a request is refused:
 /// 1. `400` without a Host header, `403` when its host is not a loopback name or address (`localhost`,
-///    `127.0.0.0/8`, `::1`) or one the owner configured (`allowedHosts`): a page of another site whose name
-///    resolves to 127.0.0.1 (DNS rebinding) sends its own name, and gets nothing;
+///    `127.0.0.0/8`, `::1`), one the owner configured (`allowedHosts`), or, with an access token set, one of the
+///    machine's own addresses and names (`ownHosts`): a page of another site whose name resolves to 127.0.0.1
+///    (DNS rebinding) sends its own name, and gets nothing; it cannot carry the token either, so with a token
+///    the machine's own names are safe to allow (`--ui 0.0.0.0 --ui-token` works from the LAN as it is);
 /// 2. `413` when its body (declared or read) is larger than `maxBodyBytes`;
 /// 3. `404` for an unknown path, `405` for a known path with another method;
 /// 4. `401` when an access token is set and the request carries it neither as `Authorization: Bearer` nor in the
@@ -54,11 +56,14 @@ public struct StatusPageGate: Sendable {
         public var csrfToken: String
         /// The largest action body: actions are a few hundred bytes of JSON.
         public var maxBodyBytes: Int
+        /// The machine's own addresses and host names, lower-case: accepted as hosts when `accessToken` is set.
+        public var ownHosts: [String]
 
         public init(allowedHosts: [String] = [], accessToken: String?, csrfToken: String,
-                    maxBodyBytes: Int = 16 * 1024) {
+                    maxBodyBytes: Int = 16 * 1024, ownHosts: [String] = []) {
             precondition(!csrfToken.isEmpty, "the CSRF token must not be empty")
             self.allowedHosts = allowedHosts.map { $0.lowercased() }
+            self.ownHosts = ownHosts.map { $0.lowercased() }
             self.accessToken = accessToken
             self.csrfToken = csrfToken
             self.maxBodyBytes = maxBodyBytes
@@ -169,6 +174,7 @@ public struct StatusPageGate: Sendable {
 
     private func hostAllowed(_ host: String) -> Bool {
         Self.isLoopback(host: host) || self.configuration.allowedHosts.contains(host)
+            || (self.configuration.accessToken != nil && self.configuration.ownHosts.contains(host))
     }
 
     /// The host of a Host header, lower-case, without port or IPv6 brackets; nil when it is malformed.

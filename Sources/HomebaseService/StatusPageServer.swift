@@ -33,6 +33,9 @@ public final class StatusPageServer: Sendable {
         public var requestReadTimeoutMs: Int32 = 5_000
         /// A client (a live page) that stops reading is dropped after this long.
         public var sendTimeoutMs: Int32 = 10_000
+        /// With a token, a request naming a host not allowed asks for the machine's addresses again, at most
+        /// this often (they change with DHCP).
+        public var ownHostsRefreshMs: UInt64 = 10_000
         /// Between two reports on `/api/events`.
         public var eventIntervalMs: Int32 = 1_000
 
@@ -50,7 +53,10 @@ public final class StatusPageServer: Sendable {
         var latest: (json: [UInt8], atMs: UInt64)?
     }
 
-    public let gate: StatusPageGate
+    /// The gate, renewed with the machine's current addresses now and then (`refreshOwnHosts`).
+    public var gate: StatusPageGate { self.gateState.withLock { $0.gate } }
+    private let gateState: Mutex<(gate: StatusPageGate, ownHostsAtMs: UInt64)>
+    private let ownHosts: @Sendable () -> [String]
     private let collector: StatusCollector
     private let configuration: Configuration
     private let logger: Logger
@@ -58,14 +64,40 @@ public final class StatusPageServer: Sendable {
     private let server = Mutex<SimpleHTTPServer?>(nil)
 
     /// - Parameter csrfToken: this daemon's token (random by default: 32 bytes from the system's CSPRNG).
+    /// - Parameter ownHosts: the machine's own addresses and names (`LocalHosts.current`), allowed as hosts
+    ///   when an access token is set; asked again at most every `ownHostsRefreshMs` when a request names a host not allowed
+    ///   (an address from DHCP that changed).
     public init(collector: StatusCollector, configuration: Configuration, csrfToken: String? = nil,
-                logger: Logger = .discard()) {
+                logger: Logger = .discard(), ownHosts: @escaping @Sendable () -> [String] = LocalHosts.current) {
         self.collector = collector
         self.configuration = configuration
         self.logger = logger
-        self.gate = StatusPageGate(StatusPageGate.Configuration(
+        self.ownHosts = ownHosts
+        let gate = StatusPageGate(StatusPageGate.Configuration(
             allowedHosts: configuration.allowedHosts + [configuration.host], accessToken: configuration.accessToken,
-            csrfToken: csrfToken ?? SecureRandom.bytes(32).map { String(format: "%02x", $0) }.joined()))
+            csrfToken: csrfToken ?? SecureRandom.bytes(32).map { String(format: "%02x", $0) }.joined(),
+            ownHosts: configuration.accessToken == nil ? [] : ownHosts()))
+        self.gateState = Mutex((gate, Posix.monotonicMs))
+    }
+
+    /// Asks for the machine's addresses again (at most every `ownHostsRefreshMs`); true when the gate changed.
+    private func refreshOwnHosts() -> Bool {
+        guard self.configuration.accessToken != nil else { return false }
+        let now = Posix.monotonicMs
+        let due = self.gateState.withLock { state -> Bool in
+            guard now &- state.ownHostsAtMs >= self.configuration.ownHostsRefreshMs else { return false }
+            state.ownHostsAtMs = now
+            return true
+        }
+        guard due else { return false }
+        let hosts = self.ownHosts().map { $0.lowercased() }
+        return self.gateState.withLock { state in
+            guard hosts != state.gate.configuration.ownHosts else { return false }
+            var configuration = state.gate.configuration
+            configuration.ownHosts = hosts
+            state.gate = StatusPageGate(configuration)
+            return true
+        }
     }
 
     /// Binds and serves; returns the bound port.
@@ -99,7 +131,10 @@ public final class StatusPageServer: Sendable {
     }
 
     func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {
-        let decision = self.gate.decide(request.head, bodyBytes: request.body.count)
+        var decision = self.gate.decide(request.head, bodyBytes: request.body.count)
+        if decision == .refuse(status: 403, reason: "host not allowed"), self.refreshOwnHosts() {
+            decision = self.gate.decide(request.head, bodyBytes: request.body.count)
+        }
         switch decision {
         case .refuse(let status, let reason):
             self.logger.debug("status page refused a request",

@@ -85,7 +85,7 @@ enum ServerSocket {
             }
             return false
         }
-        return (fd, ok ? String(cString: text) : "")
+        return (fd, ok ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "")
     }
 
     /// Makes a send that cannot proceed for `ms` fail (EAGAIN) instead of blocking forever.

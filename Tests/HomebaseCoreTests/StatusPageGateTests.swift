@@ -56,6 +56,28 @@ import Testing
         #expect(self.open.decide(self.head(host: host)) == .refuse(status: 403, reason: "host not allowed"))
     }
 
+    /// Issue 37: `--ui 0.0.0.0 --ui-token` from the LAN names the machine's address or name: with a token those
+    /// are allowed (a rebinding page cannot carry the token); without one they stay refused.
+    @Test func withATokenTheMachinesOwnHostsAreServed() {
+        let own = ["192.168.1.20", "fd00::20", "homebox", "homebox.local"]
+        let token = "owner-secret-0123456789"
+        let locked = StatusPageGate(.init(accessToken: token, csrfToken: Self.csrf, ownHosts: own + ["HomeBox.LAN"]))
+        let auth = [("Authorization", "Bearer " + token)]
+        for host in ["192.168.1.20:8787", "[fd00::20]:8787", "homebox:8787", "HOMEBOX.local", "homebox.lan"] {
+            #expect(locked.decide(self.head("GET", "/api/status", host: host, auth)) == .serve(.status), "\(host)")
+            #expect(locked.decide(self.head("GET", "/api/status", host: host))
+                == .refuse(status: 401, reason: "this page needs its access token"), "\(host)")
+        }
+        for host in ["192.168.1.21", "evil.example", "homebox.evil.example"] {
+            #expect(locked.decide(self.head("GET", "/api/status", host: host, auth))
+                == .refuse(status: 403, reason: "host not allowed"), "\(host)")
+        }
+        let open = StatusPageGate(.init(accessToken: nil, csrfToken: Self.csrf, ownHosts: own))
+        for host in ["192.168.1.20:8787", "homebox"] {
+            #expect(open.decide(self.head(host: host)) == .refuse(status: 403, reason: "host not allowed"))
+        }
+    }
+
     @Test func aMissingHostIsABadRequest() {
         #expect(self.open.decide(self.head(host: nil)) == .refuse(status: 400, reason: "no Host header"))
     }

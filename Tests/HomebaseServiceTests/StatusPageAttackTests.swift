@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseTransport
+import Synchronization
 import Testing
 @testable import HomebaseService
 
@@ -98,5 +99,49 @@ import Testing
             return owner.readAll(timeoutMs: 300).text.hasPrefix("HTTP/1.1 200")
         }
         await p.stop()
+    }
+
+    /// `--ui 0.0.0.0 --ui-token`: a request to the machine's own address or name with the token got 403 "host not
+    /// allowed" unless `--ui-host` named it.
+    @Test func withATokenTheMachinesOwnAddressesAndNameAreAllowed() async throws {
+        let p = try PageHarness(token: Self.token)
+        let own = LocalHosts.current()
+        #expect(!own.isEmpty)
+        let name = try #require(own.last)  // the host name's `label.local`
+        #expect(name.hasSuffix(".local"))
+        var hosts = [name, name.replacingOccurrences(of: ".local", with: "")]
+        if let address = own.first(where: { $0.contains(".") && !$0.hasPrefix("127.") && !$0.hasSuffix(".local") }) {
+            hosts.append(address)
+        }
+        for host in hosts {
+            let auth = [("Host", "\(host):\(p.port)"), ("Authorization", "Bearer \(Self.token)")]
+            #expect(try await p.get("/api/status", auth).head.status == 200, "\(host)")
+            #expect(try await p.get("/api/status", [("Host", "\(host):\(p.port)")]).head.status == 401, "\(host)")
+        }
+        let evil = [("Host", "evil.example:\(p.port)"), ("Authorization", "Bearer \(Self.token)")]
+        #expect(try await p.get("/api/status", evil).head.status == 403)
+        await p.stop()
+    }
+
+    /// The machine's addresses change (DHCP): a host not allowed asks for them again, at most so often.
+    @Test func aNewAddressOfTheMachineIsLearned() async throws {
+        let answers = Mutex([["10.1.1.1"], ["10.2.2.2"]])
+        let h = try Harness()
+        var configuration = StatusPageServer.Configuration(host: "127.0.0.1", port: 0, accessToken: Self.token)
+        configuration.ownHostsRefreshMs = 0
+        let page = StatusPageServer(collector: StatusCollector(daemon: h.daemon), configuration: configuration,
+                                    ownHosts: { answers.withLock { $0.count > 1 ? $0.removeFirst() : $0[0] } })
+        let port = try page.start()
+        let http = HTTPClient(maxIdleConnections: 0)
+        func status(_ host: String) async throws -> Int {
+            try await http.send(HTTPRequest(url: "http://127.0.0.1:\(port)/api/status", headers: [
+                ("Host", host), ("Authorization", "Bearer \(Self.token)"),
+            ])).head.status
+        }
+        #expect(try await status("10.1.1.1") == 200)
+        #expect(try await status("10.2.2.2") == 200, "learned on the refusal")
+        #expect(try await status("10.1.1.1") == 403, "the old address is gone")
+        page.stop()
+        await h.stop()
     }
 }
