@@ -36,6 +36,8 @@ public struct StatusPageGate: Sendable {
         case grant
         /// `{"guest": hex}`
         case revoke
+        /// `{"guest": hex}`: forgets a pending join.
+        case decline
         /// `{"model": tag, "pinned": bool}`
         case pin
     }

@@ -99,6 +99,16 @@ public final class StatusCollector: Sendable {
         case .revoke(let guest):
             try self.registry().revoke(guest: guest, nowMs: now)
             return "revoked \(guest.short): refused from its next request; a stream in progress is stopped"
+        case .decline(let guest):
+            let registry = try self.registry()
+            guard let record = try registry.currentRecord(for: guest) else {
+                throw DeclineRefused("\(guest.short) has not asked to join")
+            }
+            guard record.state == .pending else {
+                throw DeclineRefused("\(guest.short) is \(record.state.rawValue), not pending: revoke it instead")
+            }
+            try registry.remove(guest: guest)
+            return "declined \(guest.short): its join is forgotten"
         case .pin(let model, let pinned):
             var settings = try self.daemon.state.settings()
             var tags = settings.pinnedModels.filter { $0 != model }
@@ -107,6 +117,12 @@ public final class StatusCollector: Sendable {
             try self.daemon.state.setSettings(settings)
             return pinned ? "\(model) is kept loaded from now on" : "\(model) is no longer kept loaded"
         }
+    }
+
+    /// Only a pending join can be declined; the page shows the sentence (409).
+    struct DeclineRefused: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 
     private func registry() throws -> GuestRegistry {

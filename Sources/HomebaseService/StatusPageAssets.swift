@@ -24,7 +24,7 @@ enum StatusPageAssets {
         <svg viewBox="0 0 24 24" aria-hidden="true"><path d="M3 11.5 12 4l9 7.5V20a1 1 0 0 1-1 1h-5v-6h-6v6H4a1 1 0 0 1-1-1z"/></svg>
         <div>
           <h1>Homebase <span id="name"></span></h1>
-          <div class="muted mono" id="device"></div>
+          <div class="device"><span class="muted mono" id="device"></span> <button type="button" id="copy-key" class="small">Copy key</button></div>
         </div>
       </div>
       <div id="live" class="live off"><span class="dot"></span><span id="live-text">connecting…</span></div>
@@ -61,7 +61,10 @@ enum StatusPageAssets {
           <h2 id="chart-title">Tokens per second and requests, last hour</h2>
           <div class="legend"><span class="key tokens"></span>tokens/s <span class="key requests"></span>requests</div>
         </div>
-        <svg id="chart" viewBox="0 0 720 170" preserveAspectRatio="none" role="img" aria-label="tokens per second and requests over the last hour"></svg>
+        <div class="chart-wrap">
+          <svg id="chart" viewBox="0 0 720 170" preserveAspectRatio="none" role="img" aria-label="tokens per second and requests over the last hour"></svg>
+          <div id="chart-labels" aria-hidden="true"></div>
+        </div>
         <div class="axis" id="chart-axis"></div>
       </section>
 
@@ -81,11 +84,16 @@ enum StatusPageAssets {
             <thead><tr><th>Guest</th><th>State</th><th>Models</th><th>Last heard</th><th class="num">Today</th><th>Actions</th></tr></thead>
             <tbody></tbody>
           </table>
-          <p class="empty" id="guests-empty">No guests. A friend runs <code>guest join</code> with this Homebase's key.</p>
+          <p class="empty" id="guests-empty">No guests yet. A friend joins with the line below.</p>
+          <div class="invite">
+            <span class="muted small">To share with a friend, send them:</span>
+            <code id="join-line"></code>
+            <button type="button" id="copy-join" class="small">Copy</button>
+          </div>
           <form id="grant-form" autocomplete="off">
-            <h3>Grant a guest</h3>
+            <h3 id="grant-title">Grant a guest</h3>
             <label>Guest key <input id="grant-guest" required pattern="[0-9a-fA-F]{64}" placeholder="64 hex characters" spellcheck="false"></label>
-            <label>Models <select id="grant-models"></select></label>
+            <fieldset id="grant-models"><legend>Models</legend></fieldset>
             <label>Expires <select id="grant-expires">
               <option value="1">in 1 hour</option><option value="24" selected>in 1 day</option>
               <option value="168">in 7 days</option><option value="720">in 30 days</option><option value="">never</option>
@@ -151,9 +159,12 @@ enum StatusPageAssets {
     body { margin: 0; }
     header { display: flex; align-items: center; justify-content: space-between; padding: 18px 28px;
              background: var(--panel); border-bottom: 1px solid var(--line); }
-    .brand { display: flex; gap: 12px; align-items: center; }
+    .brand { display: flex; gap: 12px; align-items: center; min-width: 0; }
+    .brand > div { min-width: 0; }
+    .device { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; }
+    #device { overflow-wrap: anywhere; }
     .brand svg { width: 34px; height: 34px; fill: var(--accent); }
-    h1 { font-size: 20px; margin: 0; font-weight: 650; }
+    h1 { font-size: 20px; margin: 0; font-weight: 650; overflow-wrap: anywhere; }
     h1 span { color: var(--muted); font-weight: 500; }
     h2 { font-size: 12px; margin: 0; text-transform: uppercase; letter-spacing: .06em; color: var(--muted); font-weight: 600; }
     h3 { font-size: 15px; margin: 0 0 10px; }
@@ -177,7 +188,11 @@ enum StatusPageAssets {
     .legend .key { display: inline-block; width: 12px; height: 4px; border-radius: 2px; margin-left: 10px; }
     .key.tokens { background: var(--accent); }
     .key.requests { background: var(--req); }
+    .chart-wrap { position: relative; }
     #chart { width: 100%; height: 170px; display: block; }
+    #chart-labels { position: absolute; inset: 0; pointer-events: none; }
+    #chart-labels span { position: absolute; left: 4px; transform: translateY(-100%); font-size: 10px; color: var(--muted);
+                         line-height: 1; padding-bottom: 2px; }
     #chart .grid { stroke: var(--line); stroke-width: 1; }
     #chart .area { fill: var(--accent-soft); }
     #chart .line { fill: none; stroke: var(--accent); stroke-width: 1.6; vector-effect: non-scaling-stroke; }
@@ -191,8 +206,11 @@ enum StatusPageAssets {
     td { padding: 8px; border-bottom: 1px solid var(--line); vertical-align: middle; }
     tr:last-child td { border-bottom: 0; }
     .num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-    .who { font-weight: 600; white-space: nowrap; }
-    .who .mono { font-weight: 400; color: var(--muted); margin-left: 6px; }
+    .who { font-weight: 600; }
+    /* A peer's name is up to 64 characters with no break (issue 37): it wraps anywhere instead of widening the page. */
+    .who .name { overflow-wrap: anywhere; }
+    td.who { min-width: 11em; }
+    .who .mono { font-weight: 400; color: var(--muted); margin-left: 6px; white-space: nowrap; }
     .empty { color: var(--muted); margin: 6px 8px; }
     .pill { display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 600;
             background: var(--line); color: var(--ink); white-space: nowrap; }
@@ -206,12 +224,23 @@ enum StatusPageAssets {
     button { white-space: nowrap; font: inherit; border: 1px solid var(--line); background: var(--panel); color: var(--ink); border-radius: 8px;
              padding: 4px 12px; cursor: pointer; }
     button:hover { border-color: var(--accent); }
+    button.small { padding: 1px 8px; font-size: 12px; }
+    td button + button { margin-left: 6px; }
+    .invite { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; margin: 12px 8px 0; }
+    .invite code { overflow-wrap: anywhere; background: var(--bg); border: 1px solid var(--line); border-radius: 6px;
+                   padding: 2px 6px; min-width: 0; }
     button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
     button.danger { color: var(--bad); border-color: var(--bad-soft); }
     button.danger:hover { background: var(--bad-soft); border-color: var(--bad); }
     #grant-form { margin-top: 16px; padding-top: 14px; border-top: 1px dashed var(--line); display: grid;
-                  grid-template-columns: 2fr 1fr 1fr auto; gap: 10px; align-items: end; }
-    #grant-form h3 { grid-column: 1 / -1; margin: 0; }
+                  grid-template-columns: minmax(0, 1fr) auto; gap: 10px; align-items: end; }
+    #grant-form h3, #grant-form label:first-of-type, #grant-models { grid-column: 1 / -1; margin: 0; }
+    #grant-form h3 { overflow-wrap: anywhere; }
+    #grant-models { border: 1px solid var(--line); border-radius: 8px; padding: 6px 10px 8px; display: flex; flex-wrap: wrap;
+                    gap: 4px 14px; min-width: 0; }
+    #grant-models legend { font-size: 12px; color: var(--muted); padding: 0 4px; }
+    #grant-form #grant-models label { display: flex; gap: 6px; align-items: center; color: var(--ink); font-size: 13px; }
+    #grant-models label span { overflow-wrap: anywhere; }
     #grant-form label { display: grid; gap: 4px; font-size: 12px; color: var(--muted); }
     input, select { font: inherit; padding: 5px 8px; border: 1px solid var(--line); border-radius: 8px;
                     background: var(--bg); color: var(--ink); min-width: 0; }
@@ -226,12 +255,41 @@ enum StatusPageAssets {
     #toast.error { background: var(--bad); color: #fff; }
     @media (max-width: 980px) {
       .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); }
-      .columns { grid-template-columns: 1fr; }
-      #grant-form { grid-template-columns: 1fr; }
+      .columns { grid-template-columns: minmax(0, 1fr); }
+    }
+    /* A phone (issue 37): nothing wider than the screen; each table row becomes a small card of "label value" lines. */
+    @media (max-width: 640px) {
+      header { padding: 12px 14px; flex-wrap: wrap; gap: 8px; }
+      .brand svg { width: 28px; height: 28px; }
+      main { padding: 12px 10px 28px; gap: 12px; }
+      .cards { gap: 10px; }
+      .card, .panel { padding: 12px; border-radius: 10px; }
+      .card .big { font-size: 18px; }
+      .card > div { overflow-wrap: anywhere; }
+      .panel-head { flex-wrap: wrap; gap: 4px 10px; }
+      #chart { height: 130px; }
+      table, tbody, tr, td { display: block; width: 100%; }
+      thead { display: none; }
+      tr { padding: 6px 0; border-bottom: 1px solid var(--line); }
+      tr:last-child { border-bottom: 0; }
+      td { display: flex; justify-content: space-between; align-items: baseline; gap: 12px; padding: 3px 2px;
+           border-bottom: 0; text-align: right; min-width: 0; }
+      td::before { content: attr(data-label); font-size: 11px; color: var(--muted); text-transform: uppercase;
+                   letter-spacing: .04em; text-align: left; flex: none; }
+      td > * { min-width: 0; }
+      td.who { text-align: left; justify-content: flex-start; flex-wrap: wrap; gap: 0 6px; min-width: 0; }
+      td.who .mono { margin-left: 0; }
+      td.who::before { display: none; }
+      .streaming td:first-child { box-shadow: none; }
+      .streaming { box-shadow: inset 3px 0 0 var(--accent); padding-left: 8px; }
+      #toast { left: 12px; right: 12px; bottom: 12px; max-width: none; }
+      dialog { max-width: calc(100vw - 24px); padding: 18px; }
     }
     button.primary.danger-fill { background: var(--bad); border-color: var(--bad); }
     #guests td:nth-child(4), #streams td:last-child, #events td:first-child, #models td:nth-child(2),
     #siblings td:last-child { white-space: nowrap; }
+    td.actions { white-space: nowrap; }
+    .offscreen { position: fixed; left: -9999px; top: 0; width: 1px; height: 1px; }
 
     """#
 
@@ -258,6 +316,8 @@ enum StatusPageAssets {
     }
 
     const short = (hex) => hex ? hex.slice(0, 8) + "…" : "";
+    // A peer's name (up to 64 characters, maybe with no break): wraps anywhere rather than widen the page.
+    const nameOf = (name, pk) => el("span", { class: "name" }, name || short(pk));
     const pill = (text, kind) => el("span", { class: "pill " + (kind || "") }, text);
 
     function ago(ms, now) {
@@ -282,6 +342,9 @@ enum StatusPageAssets {
     const fmt = (n) => n >= 10000 ? (n / 1000).toFixed(n >= 100000 ? 0 : 1) + "k" : String(n);
 
     function fill(tbody, rows, emptyId) {
+      // Each cell carries its column's title: the phone layout shows rows as "label value" lines.
+      const titles = [...tbody.closest("table").tHead.rows[0].cells].map((th) => th.textContent);
+      for (const row of rows) [...row.cells].forEach((td, i) => td.setAttribute("data-label", titles[i] || ""));
       tbody.replaceChildren(...rows);
       $(emptyId).style.display = rows.length ? "none" : "";
       tbody.closest("table").style.display = rows.length ? "" : "none";
@@ -297,7 +360,9 @@ enum StatusPageAssets {
       const now = d.generated_at;
       $("name").textContent = "· " + d.name;
       $("device").textContent = d.device;
-      document.title = "Homebase · " + d.name;
+      $("join-line").textContent = "guest join " + d.device;
+      const pendingJoins = d.guests.filter((g) => g.state === "pending").length;
+      document.title = (pendingJoins ? "(" + pendingJoins + ") " : "") + "Homebase · " + d.name;
 
       const link = d.relay_link;
       $("relay-state").textContent = link.connected ? "Connected" : "Not connected";
@@ -330,7 +395,7 @@ enum StatusPageAssets {
       chart(d.series, now - d.started_at);
 
       fill($("streams").tBodies[0], d.streams.map((s) => el("tr", { class: s.state === "streaming" ? "streaming" : "", "data-peer": s.peer },
-        el("td", { class: "who" }, s.peer_name || short(s.peer), el("span", { class: "mono" }, s.kind)),
+        el("td", { class: "who" }, nameOf(s.peer_name, s.peer), el("span", { class: "mono" }, s.kind)),
         el("td", { class: "mono" }, s.model),
         el("td", {}, pill(s.state, s.state === "streaming" ? "info" : "warn")),
         el("td", { class: "num" }, s.tokens),
@@ -347,22 +412,60 @@ enum StatusPageAssets {
           : el("button", { onclick: () => confirmAction("Keep " + m.tag + " warm?", "The Homebase loads it now and keeps it loaded, so no request waits for a cold load.", "pin", { model: m.tag, pinned: true }) }, "Pin warm")))), "models-empty");
 
       fill($("siblings").tBodies[0], d.siblings.map((s) => el("tr", {},
-        el("td", { class: "who" }, s.name, el("span", { class: "mono" }, short(s.pk))),
+        el("td", { class: "who" }, nameOf(s.name, s.pk), el("span", { class: "mono" }, short(s.pk))),
         el("td", { class: "muted" }, s.role),
         el("td", { class: "muted" }, ago(s.last_heard, now)))), "siblings-empty");
 
       fill($("events").tBodies[0], d.events.slice(0, 12).map((e) => el("tr", {},
         el("td", { class: "muted" }, ago(e.at, now)),
-        el("td", { class: "who" }, e.peer_name || short(e.peer), el("span", { class: "mono" }, e.peer_kind)),
+        el("td", { class: "who" }, nameOf(e.peer_name, e.peer), el("span", { class: "mono" }, e.peer_kind)),
         el("td", { class: "mono" }, e.model),
         el("td", {}, pill(e.code || e.kind.replace("_", " "), e.kind === "error" && e.code !== "busy" ? "bad" : "warn")),
         el("td", { class: "muted" }, e.message))), "events-empty");
 
-      const select = $("grant-models");
+      // The grant form's models: "all models" or any set of them (a grant takes a list).
+      const box = $("grant-models");
       const want = ["*"].concat(d.models.filter((m) => m.capabilities.includes("completion")).map((m) => m.tag));
-      if (select.options.length !== want.length || [...select.options].some((o, i) => o.value !== want[i])) {
-        select.replaceChildren(...want.map((t) => el("option", { value: t }, t === "*" ? "all models" : t)));
+      const have = [...box.querySelectorAll("input")].map((i) => i.value);
+      if (have.length !== want.length || have.some((v, i) => v !== want[i])) {
+        const checked = new Set(grantModels());
+        box.replaceChildren(box.querySelector("legend"), ...want.map((t) => el("label", {},
+          el("input", { type: "checkbox", value: t, onchange: (e) => modelsChanged(e.target) }),
+          el("span", {}, t === "*" ? "all models" : t))));
+        setGrantModels(checked.size ? [...checked] : ["*"]);
       }
+    }
+
+    function grantModels() {
+      return [...$("grant-models").querySelectorAll("input:checked")].map((i) => i.value);
+    }
+
+    function setGrantModels(models) {
+      for (const i of $("grant-models").querySelectorAll("input")) i.checked = models.includes(i.value);
+    }
+
+    // "all models" and single models exclude each other.
+    function modelsChanged(input) {
+      if (!input.checked) return;
+      for (const i of $("grant-models").querySelectorAll("input")) {
+        if (i !== input && (input.value === "*" || i.value === "*")) i.checked = false;
+      }
+    }
+
+    // Fills the grant form for `g`: a pending guest to grant, or a granted one to edit (its models and expiry).
+    function editGrant(g) {
+      $("grant-guest").value = g.pubkey;
+      $("grant-title").textContent = g.state === "granted" ? "Edit the grant of " + (g.name || short(g.pubkey)) : "Grant " + (g.name || short(g.pubkey));
+      if (g.models && g.models.length) setGrantModels(g.models);
+      if (g.state === "granted") {
+        const hours = g.expires_at === null ? null : (g.expires_at - last.generated_at) / 3600000;
+        const options = [...$("grant-expires").options];
+        const best = hours === null ? options.find((o) => o.value === "")
+          : options.filter((o) => o.value).reduce((a, o) => Math.abs(o.value - hours) < Math.abs(a.value - hours) ? o : a);
+        $("grant-expires").value = best.value;
+      }
+      $("grant-form").scrollIntoView({ block: "nearest" });
+      $("grant-guest").focus();
     }
 
     function guestRow(g, now) {
@@ -373,20 +476,27 @@ enum StatusPageAssets {
       const top = Math.max(1, ...week);
       const bars = el("span", { class: "bars", title: "tokens per day, last " + week.length + " days" },
         ...week.map((t) => { const i = el("i"); i.style.height = Math.max(2, Math.round(16 * t / top)) + "px"; return i; }));
-      const actions = el("td", {});
+      const actions = el("td", { class: "actions" });
+      const who = g.name || short(g.pubkey);
       if (g.state === "granted") {
+        actions.append(el("button", { class: "edit", onclick: () => editGrant(g) }, "Edit…"));
         actions.append(el("button", { class: "danger", "data-guest": g.pubkey,
-          onclick: () => confirmAction("Revoke " + (g.name || short(g.pubkey)) + "?",
+          onclick: () => confirmAction("Revoke " + who + "?",
             "Refused from its next request; a stream in progress is stopped. Its device falls back on-device.", "revoke", { guest: g.pubkey }) }, "Revoke"));
       } else {
-        actions.append(el("button", { onclick: () => { $("grant-guest").value = g.pubkey; $("grant-guest").focus(); } }, "Grant…"));
+        actions.append(el("button", { class: "grant", onclick: () => editGrant(g) }, "Grant…"));
+        if (g.state === "pending") {
+          actions.append(el("button", { class: "decline",
+            onclick: () => confirmAction("Decline " + who + "?",
+              "Its join is forgotten: it is a stranger again, and can ask to join once more.", "decline", { guest: g.pubkey }) }, "Decline"));
+        }
       }
       return el("tr", { "data-guest": g.pubkey },
-        el("td", { class: "who" }, g.name || "(invited)", el("span", { class: "mono" }, short(g.pubkey))),
-        el("td", {}, pill(state, kind), el("div", { class: "muted small" }, g.state === "granted" ? until(g.expires_at, now) : "")),
+        el("td", { class: "who" }, g.name ? nameOf(g.name) : "(invited)", el("span", { class: "mono" }, short(g.pubkey))),
+        el("td", {}, el("div", {}, pill(state, kind), el("div", { class: "muted small" }, g.state === "granted" ? until(g.expires_at, now) : ""))),
         el("td", { class: "mono" }, models),
         el("td", { class: "muted" }, ago(g.last_heard, now)),
-        el("td", { class: "num" }, g.usage_today.requests + " req · " + fmt(g.usage_today.tokens) + " tok", bars),
+        el("td", { class: "num" }, el("span", {}, g.usage_today.requests + " req · " + fmt(g.usage_today.tokens) + " tok", bars)),
         actions);
     }
 
@@ -411,12 +521,17 @@ enum StatusPageAssets {
       const node = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); return e; };
       const y = (v) => bottom - (bottom - top) * v / maxRate;
       const parts = [];
+      // The scale's labels are HTML over the chart, not SVG text, which the stretched drawing would stretch too.
+      const labels = [];
       for (const f of [0, 0.5, 1]) {
         parts.push(node("line", { class: "grid", x1: 0, x2: W, y1: y(maxRate * f), y2: y(maxRate * f) }));
-        const label = node("text", { x: 4, y: y(maxRate * f) - 3 });
-        label.textContent = Math.round(maxRate * f) + " tok/s";
-        if (f > 0) parts.push(label);
+        if (f > 0) {
+          const label = el("span", {}, rateText(maxRate * f) + " tok/s");
+          label.style.top = (100 * y(maxRate * f) / 170) + "%";
+          labels.push(label);
+        }
       }
+      $("chart-labels").replaceChildren(...labels);
       requests.forEach((r, i) => {
         if (!r) return;
         const h = 26 * r / maxReq;
@@ -429,6 +544,9 @@ enum StatusPageAssets {
       svg.replaceChildren(...parts);
     }
 
+    // 0.5 stays 0.5: an idle chart's scale reads "0.5" and "1", not "1" twice.
+    const rateText = (v) => Number.isInteger(v) ? String(v) : v < 10 ? v.toFixed(1) : String(Math.round(v));
+
     function niceMax(v) {
       const p = Math.pow(10, Math.floor(Math.log10(v)));
       for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
@@ -439,8 +557,9 @@ enum StatusPageAssets {
     function confirmAction(title, text, action, body) {
       $("confirm-title").textContent = title;
       $("confirm-text").textContent = text;
-      $("confirm-ok").textContent = action === "revoke" ? "Revoke" : action === "grant" ? "Grant" : "Confirm";
-      $("confirm-ok").className = action === "revoke" ? "primary danger-fill" : "primary";
+      const labels = { revoke: "Revoke", grant: "Grant", decline: "Decline", stop: "Stop" };
+      $("confirm-ok").textContent = labels[action] || "Confirm";
+      $("confirm-ok").className = ["revoke", "decline", "stop"].includes(action) ? "primary danger-fill" : "primary";
       pending = { action, body };
       $("confirm").showModal();
     }
@@ -479,13 +598,36 @@ enum StatusPageAssets {
     $("grant-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const guest = $("grant-guest").value.trim().toLowerCase();
-      const model = $("grant-models").value;
+      const models = grantModels();
+      if (!models.length) return toast("choose at least one model, or all models", true);
       const hours = $("grant-expires").value;
       const known = last && last.guests.find((g) => g.pubkey === guest);
       confirmAction("Grant " + (known && known.name ? known.name : short(guest)) + "?",
-        "It may use " + (model === "*" ? "all models" : model) + ", " + (hours ? "for " + $("grant-expires").selectedOptions[0].text.replace("in ", "") : "with no expiry") + ". The signed grant is sent within a second.",
-        "grant", { guest, models: [model], expires_hours: hours ? Number(hours) : null });
+        "It may use " + (models.includes("*") ? "all models" : models.join(", ")) + ", " + (hours ? "for " + $("grant-expires").selectedOptions[0].text.replace("in ", "") : "with no expiry") + ". The signed grant is sent within a second.",
+        "grant", { guest, models, expires_hours: hours ? Number(hours) : null });
     });
+
+    // The clipboard API needs a secure context (loopback is one, a LAN address is not): else a selection and copy.
+    async function copy(text, what) {
+      try {
+        if (navigator.clipboard && window.isSecureContext) {
+          await navigator.clipboard.writeText(text);
+        } else {
+          const area = el("textarea", { readonly: "", class: "offscreen" }, text);
+          document.body.append(area);
+          area.select();
+          const ok = document.execCommand("copy");
+          area.remove();
+          if (!ok) throw new Error("the browser refused");
+        }
+        toast(what + " copied");
+      } catch (e) {
+        toast("cannot copy: " + e.message + "; select the text instead", true);
+      }
+    }
+
+    $("copy-key").addEventListener("click", () => copy(last ? last.device : "", "the device key"));
+    $("copy-join").addEventListener("click", () => copy($("join-line").textContent, "the join line"));
 
     function setLive(on, text) {
       $("live").classList.toggle("off", !on);

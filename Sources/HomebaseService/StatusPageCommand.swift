@@ -7,6 +7,8 @@ public enum StatusPageCommand: Equatable, Sendable {
     case grant(guest: PublicKey, models: GrantPayload.GrantedModels, expiresInHours: Int?)
     /// `{"guest": hex}`: as `homebase revoke`.
     case revoke(guest: PublicKey)
+    /// `{"guest": hex}`: forgets a pending join (the guest is a stranger again, as after `contact.leave`).
+    case decline(guest: PublicKey)
     /// `{"model": tag, "pinned": bool}`: adds the model to, or removes it from, `homebase config --pin`.
     case pin(model: String, pinned: Bool)
 
@@ -46,6 +48,8 @@ public enum StatusPageCommand: Equatable, Sendable {
             return .grant(guest: guest, models: tags.contains("*") ? .all : .only(tags), expiresInHours: hours)
         case .revoke:
             return .revoke(guest: try Self.guest(object))
+        case .decline:
+            return .decline(guest: try Self.guest(object))
         case .pin:
             guard let model = object["model"] as? String,
                   let tags = try? HomebaseSettings.parseModelList(model), tags == [model]

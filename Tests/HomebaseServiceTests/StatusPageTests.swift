@@ -186,6 +186,29 @@ extension HTTPResponse {
         await p.stop()
     }
 
+    /// Issue 37: the owner declines a pending join from the page; a granted guest is revoked, not declined.
+    @Test func declineAPendingJoinThroughThePage() async throws {
+        let p = try PageHarness()
+        let registry = try p.h.contacts.registry
+        let pending = p.h.guest(0x36)
+        _ = try registry.recordJoin(guest: pending.key, name: "stranger", nowMs: p.h.clock.value)
+        #expect(try registry.currentRecord(for: pending.key)?.state == .pending)
+        let guests = { (try await p.status()["guests"] as? [[String: Any]])?.compactMap { $0["pubkey"] as? String } }
+        #expect(try await guests()?.contains(pending.key.hex) == true)
+        let done = try await p.post("/api/decline", #"{"guest":"\#(pending.key.hex)"}"#)
+        #expect(done.head.status == 200, "\(done.text)")
+        #expect(try registry.currentRecord(for: pending.key) == nil)
+        #expect(try await guests()?.contains(pending.key.hex) == false)
+        // Not pending: refused with a sentence, and nothing changes.
+        let again = try await p.post("/api/decline", #"{"guest":"\#(pending.key.hex)"}"#)
+        #expect(again.head.status == 409 && again.text.contains("has not asked to join"), "\(again.text)")
+        let granted = try await p.h.grantedGuest(0x37)
+        let refused = try await p.post("/api/decline", #"{"guest":"\#(granted.key.hex)"}"#)
+        #expect(refused.head.status == 409 && refused.text.contains("revoke it instead"), "\(refused.text)")
+        #expect(try registry.currentRecord(for: granted.key)?.state == .granted)
+        await p.stop()
+    }
+
     @Test func grantAndPinThroughThePage() async throws {
         let p = try PageHarness()
         let g = p.h.guest(0x35)
@@ -214,6 +237,7 @@ extension HTTPResponse {
         (.grant, #"{"guest":"\#(String(repeating: "ab", count: 32))","models":["a b"]}"#),
         (.revoke, #"["not an object"]"#),
         (.revoke, "not json"),
+        (.decline, #"{"guest":"abc"}"#),
         (.pin, #"{"model":"a,b","pinned":true}"#),
         (.pin, #"{"model":"qwen2.5:7b","pinned":"yes"}"#),
     ])

@@ -70,6 +70,17 @@ class Browser:
         self.call("Emulation.setDeviceMetricsOverride",
                   {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=True)
 
+    def resize(self, width, height, mobile=False):
+        """The window's size as a page sees it; `mobile` also as a phone (viewport meta, touch)."""
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}, session=True)
+        self.call("Emulation.setTouchEmulationEnabled", {"enabled": mobile}, session=True)
+
+    def grant_clipboard(self, origin):
+        """Lets the page at `origin` write and read the clipboard (a copy button can then be checked)."""
+        self.call("Browser.grantPermissions",
+                  {"origin": origin, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+
     def call(self, method, params=None, session=False, timeout=20):
         self.next_id += 1
         msg = {"id": self.next_id, "method": method, "params": params or {}}

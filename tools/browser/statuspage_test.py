@@ -1,12 +1,16 @@
 """The status page in a real browser against a running demo stack (started by tools/test-statuspage-browser).
 
-Opens the page in headless Chromium, grants the pending guest through the page, sees its stream appear live,
-pins a model warm, revokes the guest through the page while it streams and sees it fall back on-device, and
-saves a screenshot. Each action goes through the page's confirmation dialog, with real mouse clicks. Fails on
-any exception, console error or refused load (CSP) in the page.
+Opens the page in headless Chromium: sees the pending joins counted in the title, copies the device key and the
+`guest join` line, declines one join, grants the other pending guest one model through the page, sees its stream
+appear live, pins a model warm, edits the grant to two models, revokes the guest through the page while it
+streams and sees it fall back on-device, and saves a screenshot; checks that a guest named with 64 unbroken
+characters does not widen the page; then at 400 px as a phone, checks nothing is cut off and saves a second
+screenshot. Each action goes through the page's confirmation dialog, with real mouse clicks. Fails on any
+exception, console error or refused load (CSP) in the page.
 
 Environment: UI_URL, GUEST and HANDSET (command prefixes, shell words), GUEST_PK, HANDSET_PK, MODEL, PIN_MODEL,
-SCREENSHOT (where to save the PNG).
+DEVICE_PK, LONG_NAME and LONG_PK (a granted guest with a 64-character name), DECLINE_PK (a pending guest to
+decline), SCREENSHOT and SCREENSHOT_PHONE (where to save the PNGs).
 """
 import json
 import os
@@ -26,6 +30,11 @@ handset_pk = os.environ["HANDSET_PK"]
 model = os.environ["MODEL"]
 pin_model = os.environ["PIN_MODEL"]
 screenshot = os.environ["SCREENSHOT"]
+screenshot_phone = os.environ["SCREENSHOT_PHONE"]
+device_pk = os.environ["DEVICE_PK"]
+long_name = os.environ["LONG_NAME"]
+long_pk = os.environ["LONG_PK"]
+decline_pk = os.environ["DECLINE_PK"]
 started = time.time()
 
 
@@ -68,19 +77,80 @@ def confirm(expected_title_part):
     b.wait_for("!document.getElementById('confirm').open", "the dialog to close")
 
 
+def fits(width):
+    """Nothing sticks out of a `width` px window: the page does not scroll sideways, and every card, button,
+    the live marker and each guest's name lie inside it. Returns what does not."""
+    return b.evaluate(f"""(() => {{
+        const out = [];
+        const w = {width};
+        if (document.documentElement.scrollWidth > w) out.push('page ' + document.documentElement.scrollWidth + ' px wide');
+        for (const e of document.querySelectorAll('.card, #live, header, .panel, main button, td .name')) {{
+            const r = e.getBoundingClientRect();
+            if (r.width && (r.right > w + 0.5 || r.left < -0.5)) out.push((e.id || e.className || e.tagName) + ' ' + e.textContent.slice(0, 30) + ' at ' + Math.round(r.left) + '..' + Math.round(r.right));
+        }}
+        return out;
+    }})()""")
+
+
+def pick_models(models):
+    """Ticks exactly `models` among the grant form's model boxes, with real clicks."""
+    for value in [model, pin_model, "*"]:
+        selector = f'#grant-models input[value="{value}"]'
+        checked = b.evaluate(f"document.querySelector({json.dumps(selector)}).checked")
+        if checked != (value in models):
+            b.click(selector)
+    ticked = b.evaluate("[...document.querySelectorAll('#grant-models input:checked')].map((i) => i.value)")
+    assert sorted(ticked) == sorted(models), ticked
+
+
 b = Browser(width=1280, height=1000)
 try:
+    b.grant_clipboard(url.rstrip("/"))
     b.navigate(url)
     b.wait_for("document.getElementById('live-text').textContent === 'live'", "the live event stream")
     assert b.evaluate(cell_text("#relay-state")) == "Connected"
     assert b.evaluate(cell_text("#runtime-state")) == "Available"
     step("page live: relay connected, runtime available")
 
-    # The guest has joined: pending. Grant it through the form, with a confirmation.
+    # Two joins wait: the title counts them.
+    b.wait_for("document.title.startsWith('(2) Homebase')", "two pending joins in the title")
+    # The chart's scale when idle: HTML labels (SVG text would stretch with the drawing), not "1 tok/s" twice.
+    labels = b.evaluate("[...document.querySelectorAll('#chart-labels span')].map((s) => s.textContent)")
+    assert labels == ["0.5 tok/s", "1 tok/s"], labels
+    assert b.evaluate("document.querySelectorAll('#chart text').length") == 0
+    step(f"title {b.evaluate('document.title')!r}; idle chart scale {labels}")
+
+    # The device key and the line to send a friend, each with a copy button.
+    assert b.evaluate(cell_text("#device")) == device_pk
+    assert b.evaluate(cell_text("#join-line")) == "guest join " + device_pk
+    for button, expected, notice in [("#copy-key", device_pk, "the device key copied"),
+                                     ("#copy-join", "guest join " + device_pk, "the join line copied")]:
+        b.click(button)
+        b.wait_for(f"document.getElementById('toast').textContent === {json.dumps(notice)}", notice)
+        copied = b.evaluate("navigator.clipboard.readText()")
+        assert copied == expected, copied
+    step("device key and join line copied")
+
+    # Decline one pending join.
+    b.wait_for(f"{cell_text(row('guests', 'data-guest', decline_pk))}.includes('pending')", "the join to decline")
+    b.click(row("guests", "data-guest", decline_pk) + " button.decline")
+    confirm("Decline")
+    b.wait_for(f"!document.querySelector({json.dumps(row('guests', 'data-guest', decline_pk))})", "the join gone")
+    b.wait_for("document.title.startsWith('(1) Homebase')", "one pending join in the title")
+    step("a pending join declined through the page")
+
+    # A 64-character unbroken name does not widen the page, and its Revoke button stays in the window.
+    b.wait_for(f"{cell_text(row('guests', 'data-guest', long_pk))}.includes({json.dumps(long_name)})",
+               "the long-named guest")
+    problems = fits(1280)
+    assert not problems, problems
+    step("a 64-character name keeps the page 1280 px wide")
+
+    # The guest has joined: pending. Grant it one model through the form, with a confirmation.
     b.wait_for(f"{cell_text(row('guests', 'data-guest', guest_pk))}.includes('pending')", "the pending guest")
-    b.click(row("guests", "data-guest", guest_pk) + " button")
+    b.click(row("guests", "data-guest", guest_pk) + " button.grant")
     assert b.evaluate("document.getElementById('grant-guest').value") == guest_pk
-    b.evaluate(f"document.getElementById('grant-models').value = {json.dumps(model)}")
+    pick_models([model])
     b.click("#grant-form button[type=submit]")
     confirm("Grant")
     b.wait_for(f"{cell_text(row('guests', 'data-guest', guest_pk))}.includes('granted')", "the guest granted")
@@ -112,6 +182,20 @@ try:
     b.wait_for(f"{cell_text(row('models', 'data-model', pin_model))}.includes('pinned')", "the model pinned")
     step(f"{pin_model} pinned warm through the page")
 
+    # Edit the grant: two models.
+    b.click(row("guests", "data-guest", guest_pk) + " button.edit")
+    assert b.evaluate("document.getElementById('grant-guest').value") == guest_pk
+    assert "Edit the grant" in b.evaluate(cell_text("#grant-title"))
+    ticked = b.evaluate("[...document.querySelectorAll('#grant-models input:checked')].map((i) => i.value)")
+    assert ticked == [model], f"the form shows the grant's models: {ticked}"
+    pick_models([model, pin_model])
+    b.click("#grant-form button[type=submit]")
+    confirm("Grant")
+    both = f"{cell_text(row('guests', 'data-guest', guest_pk))}"
+    b.wait_for(f"{both}.includes({json.dumps(model)}) && {both}.includes({json.dumps(pin_model)})",
+               "the grant with two models")
+    step(f"grant edited to {model} and {pin_model}")
+
     # Revoke the guest through the page while it streams: its stream stops and it falls back on-device.
     g = chat(guest, "One more long story, please")
     b.wait_for(streaming(guest_pk), "the guest's second stream", timeout=20)
@@ -133,8 +217,20 @@ try:
     time.sleep(0.5)  # its fade-out
     b.wait_for(f"(() => {{ const n = {streaming(handset_pk)}; return n > 40 && n; }})()", "a longer stream")
     b.screenshot(screenshot)
+    problems = fits(1280)
+    assert not problems, problems
     answer(h)
     step(f"screenshot saved: {screenshot}")
+
+    # A phone: 400 px wide. Nothing cut off, no sideways scrolling; tables become stacked rows.
+    b.resize(400, 860, mobile=True)
+    b.wait_for("window.innerWidth === 400", "the phone's width")
+    time.sleep(0.3)
+    problems = fits(400)
+    assert not problems, problems
+    assert b.evaluate("getComputedStyle(document.querySelector('#guests thead')).display") == "none"
+    b.screenshot(screenshot_phone)
+    step(f"400 px: nothing cut off; screenshot saved: {screenshot_phone}")
 
     problems = b.problems()
     assert not problems, "the page reported problems:\n" + "\n".join(problems)

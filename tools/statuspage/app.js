@@ -19,6 +19,8 @@ function el(tag, attrs, ...children) {
 }
 
 const short = (hex) => hex ? hex.slice(0, 8) + "…" : "";
+// A peer's name (up to 64 characters, maybe with no break): wraps anywhere rather than widen the page.
+const nameOf = (name, pk) => el("span", { class: "name" }, name || short(pk));
 const pill = (text, kind) => el("span", { class: "pill " + (kind || "") }, text);
 
 function ago(ms, now) {
@@ -43,6 +45,9 @@ function until(ms, now) {
 const fmt = (n) => n >= 10000 ? (n / 1000).toFixed(n >= 100000 ? 0 : 1) + "k" : String(n);
 
 function fill(tbody, rows, emptyId) {
+  // Each cell carries its column's title: the phone layout shows rows as "label value" lines.
+  const titles = [...tbody.closest("table").tHead.rows[0].cells].map((th) => th.textContent);
+  for (const row of rows) [...row.cells].forEach((td, i) => td.setAttribute("data-label", titles[i] || ""));
   tbody.replaceChildren(...rows);
   $(emptyId).style.display = rows.length ? "none" : "";
   tbody.closest("table").style.display = rows.length ? "" : "none";
@@ -58,7 +63,9 @@ function render(d) {
   const now = d.generated_at;
   $("name").textContent = "· " + d.name;
   $("device").textContent = d.device;
-  document.title = "Homebase · " + d.name;
+  $("join-line").textContent = "guest join " + d.device;
+  const pendingJoins = d.guests.filter((g) => g.state === "pending").length;
+  document.title = (pendingJoins ? "(" + pendingJoins + ") " : "") + "Homebase · " + d.name;
 
   const link = d.relay_link;
   $("relay-state").textContent = link.connected ? "Connected" : "Not connected";
@@ -91,7 +98,7 @@ function render(d) {
   chart(d.series, now - d.started_at);
 
   fill($("streams").tBodies[0], d.streams.map((s) => el("tr", { class: s.state === "streaming" ? "streaming" : "", "data-peer": s.peer },
-    el("td", { class: "who" }, s.peer_name || short(s.peer), el("span", { class: "mono" }, s.kind)),
+    el("td", { class: "who" }, nameOf(s.peer_name, s.peer), el("span", { class: "mono" }, s.kind)),
     el("td", { class: "mono" }, s.model),
     el("td", {}, pill(s.state, s.state === "streaming" ? "info" : "warn")),
     el("td", { class: "num" }, s.tokens),
@@ -108,22 +115,60 @@ function render(d) {
       : el("button", { onclick: () => confirmAction("Keep " + m.tag + " warm?", "The Homebase loads it now and keeps it loaded, so no request waits for a cold load.", "pin", { model: m.tag, pinned: true }) }, "Pin warm")))), "models-empty");
 
   fill($("siblings").tBodies[0], d.siblings.map((s) => el("tr", {},
-    el("td", { class: "who" }, s.name, el("span", { class: "mono" }, short(s.pk))),
+    el("td", { class: "who" }, nameOf(s.name, s.pk), el("span", { class: "mono" }, short(s.pk))),
     el("td", { class: "muted" }, s.role),
     el("td", { class: "muted" }, ago(s.last_heard, now)))), "siblings-empty");
 
   fill($("events").tBodies[0], d.events.slice(0, 12).map((e) => el("tr", {},
     el("td", { class: "muted" }, ago(e.at, now)),
-    el("td", { class: "who" }, e.peer_name || short(e.peer), el("span", { class: "mono" }, e.peer_kind)),
+    el("td", { class: "who" }, nameOf(e.peer_name, e.peer), el("span", { class: "mono" }, e.peer_kind)),
     el("td", { class: "mono" }, e.model),
     el("td", {}, pill(e.code || e.kind.replace("_", " "), e.kind === "error" && e.code !== "busy" ? "bad" : "warn")),
     el("td", { class: "muted" }, e.message))), "events-empty");
 
-  const select = $("grant-models");
+  // The grant form's models: "all models" or any set of them (a grant takes a list).
+  const box = $("grant-models");
   const want = ["*"].concat(d.models.filter((m) => m.capabilities.includes("completion")).map((m) => m.tag));
-  if (select.options.length !== want.length || [...select.options].some((o, i) => o.value !== want[i])) {
-    select.replaceChildren(...want.map((t) => el("option", { value: t }, t === "*" ? "all models" : t)));
+  const have = [...box.querySelectorAll("input")].map((i) => i.value);
+  if (have.length !== want.length || have.some((v, i) => v !== want[i])) {
+    const checked = new Set(grantModels());
+    box.replaceChildren(box.querySelector("legend"), ...want.map((t) => el("label", {},
+      el("input", { type: "checkbox", value: t, onchange: (e) => modelsChanged(e.target) }),
+      el("span", {}, t === "*" ? "all models" : t))));
+    setGrantModels(checked.size ? [...checked] : ["*"]);
   }
+}
+
+function grantModels() {
+  return [...$("grant-models").querySelectorAll("input:checked")].map((i) => i.value);
+}
+
+function setGrantModels(models) {
+  for (const i of $("grant-models").querySelectorAll("input")) i.checked = models.includes(i.value);
+}
+
+// "all models" and single models exclude each other.
+function modelsChanged(input) {
+  if (!input.checked) return;
+  for (const i of $("grant-models").querySelectorAll("input")) {
+    if (i !== input && (input.value === "*" || i.value === "*")) i.checked = false;
+  }
+}
+
+// Fills the grant form for `g`: a pending guest to grant, or a granted one to edit (its models and expiry).
+function editGrant(g) {
+  $("grant-guest").value = g.pubkey;
+  $("grant-title").textContent = g.state === "granted" ? "Edit the grant of " + (g.name || short(g.pubkey)) : "Grant " + (g.name || short(g.pubkey));
+  if (g.models && g.models.length) setGrantModels(g.models);
+  if (g.state === "granted") {
+    const hours = g.expires_at === null ? null : (g.expires_at - last.generated_at) / 3600000;
+    const options = [...$("grant-expires").options];
+    const best = hours === null ? options.find((o) => o.value === "")
+      : options.filter((o) => o.value).reduce((a, o) => Math.abs(o.value - hours) < Math.abs(a.value - hours) ? o : a);
+    $("grant-expires").value = best.value;
+  }
+  $("grant-form").scrollIntoView({ block: "nearest" });
+  $("grant-guest").focus();
 }
 
 function guestRow(g, now) {
@@ -134,20 +179,27 @@ function guestRow(g, now) {
   const top = Math.max(1, ...week);
   const bars = el("span", { class: "bars", title: "tokens per day, last " + week.length + " days" },
     ...week.map((t) => { const i = el("i"); i.style.height = Math.max(2, Math.round(16 * t / top)) + "px"; return i; }));
-  const actions = el("td", {});
+  const actions = el("td", { class: "actions" });
+  const who = g.name || short(g.pubkey);
   if (g.state === "granted") {
+    actions.append(el("button", { class: "edit", onclick: () => editGrant(g) }, "Edit…"));
     actions.append(el("button", { class: "danger", "data-guest": g.pubkey,
-      onclick: () => confirmAction("Revoke " + (g.name || short(g.pubkey)) + "?",
+      onclick: () => confirmAction("Revoke " + who + "?",
         "Refused from its next request; a stream in progress is stopped. Its device falls back on-device.", "revoke", { guest: g.pubkey }) }, "Revoke"));
   } else {
-    actions.append(el("button", { onclick: () => { $("grant-guest").value = g.pubkey; $("grant-guest").focus(); } }, "Grant…"));
+    actions.append(el("button", { class: "grant", onclick: () => editGrant(g) }, "Grant…"));
+    if (g.state === "pending") {
+      actions.append(el("button", { class: "decline",
+        onclick: () => confirmAction("Decline " + who + "?",
+          "Its join is forgotten: it is a stranger again, and can ask to join once more.", "decline", { guest: g.pubkey }) }, "Decline"));
+    }
   }
   return el("tr", { "data-guest": g.pubkey },
-    el("td", { class: "who" }, g.name || "(invited)", el("span", { class: "mono" }, short(g.pubkey))),
-    el("td", {}, pill(state, kind), el("div", { class: "muted small" }, g.state === "granted" ? until(g.expires_at, now) : "")),
+    el("td", { class: "who" }, g.name ? nameOf(g.name) : "(invited)", el("span", { class: "mono" }, short(g.pubkey))),
+    el("td", {}, el("div", {}, pill(state, kind), el("div", { class: "muted small" }, g.state === "granted" ? until(g.expires_at, now) : ""))),
     el("td", { class: "mono" }, models),
     el("td", { class: "muted" }, ago(g.last_heard, now)),
-    el("td", { class: "num" }, g.usage_today.requests + " req · " + fmt(g.usage_today.tokens) + " tok", bars),
+    el("td", { class: "num" }, el("span", {}, g.usage_today.requests + " req · " + fmt(g.usage_today.tokens) + " tok", bars)),
     actions);
 }
 
@@ -172,12 +224,17 @@ function chart(series, uptimeMs) {
   const node = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); return e; };
   const y = (v) => bottom - (bottom - top) * v / maxRate;
   const parts = [];
+  // The scale's labels are HTML over the chart, not SVG text, which the stretched drawing would stretch too.
+  const labels = [];
   for (const f of [0, 0.5, 1]) {
     parts.push(node("line", { class: "grid", x1: 0, x2: W, y1: y(maxRate * f), y2: y(maxRate * f) }));
-    const label = node("text", { x: 4, y: y(maxRate * f) - 3 });
-    label.textContent = Math.round(maxRate * f) + " tok/s";
-    if (f > 0) parts.push(label);
+    if (f > 0) {
+      const label = el("span", {}, rateText(maxRate * f) + " tok/s");
+      label.style.top = (100 * y(maxRate * f) / 170) + "%";
+      labels.push(label);
+    }
   }
+  $("chart-labels").replaceChildren(...labels);
   requests.forEach((r, i) => {
     if (!r) return;
     const h = 26 * r / maxReq;
@@ -190,6 +247,9 @@ function chart(series, uptimeMs) {
   svg.replaceChildren(...parts);
 }
 
+// 0.5 stays 0.5: an idle chart's scale reads "0.5" and "1", not "1" twice.
+const rateText = (v) => Number.isInteger(v) ? String(v) : v < 10 ? v.toFixed(1) : String(Math.round(v));
+
 function niceMax(v) {
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
@@ -200,8 +260,9 @@ let pending = null;
 function confirmAction(title, text, action, body) {
   $("confirm-title").textContent = title;
   $("confirm-text").textContent = text;
-  $("confirm-ok").textContent = action === "revoke" ? "Revoke" : action === "grant" ? "Grant" : "Confirm";
-  $("confirm-ok").className = action === "revoke" ? "primary danger-fill" : "primary";
+  const labels = { revoke: "Revoke", grant: "Grant", decline: "Decline", stop: "Stop" };
+  $("confirm-ok").textContent = labels[action] || "Confirm";
+  $("confirm-ok").className = ["revoke", "decline", "stop"].includes(action) ? "primary danger-fill" : "primary";
   pending = { action, body };
   $("confirm").showModal();
 }
@@ -240,13 +301,36 @@ function toast(text, isError) {
 $("grant-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const guest = $("grant-guest").value.trim().toLowerCase();
-  const model = $("grant-models").value;
+  const models = grantModels();
+  if (!models.length) return toast("choose at least one model, or all models", true);
   const hours = $("grant-expires").value;
   const known = last && last.guests.find((g) => g.pubkey === guest);
   confirmAction("Grant " + (known && known.name ? known.name : short(guest)) + "?",
-    "It may use " + (model === "*" ? "all models" : model) + ", " + (hours ? "for " + $("grant-expires").selectedOptions[0].text.replace("in ", "") : "with no expiry") + ". The signed grant is sent within a second.",
-    "grant", { guest, models: [model], expires_hours: hours ? Number(hours) : null });
+    "It may use " + (models.includes("*") ? "all models" : models.join(", ")) + ", " + (hours ? "for " + $("grant-expires").selectedOptions[0].text.replace("in ", "") : "with no expiry") + ". The signed grant is sent within a second.",
+    "grant", { guest, models, expires_hours: hours ? Number(hours) : null });
 });
+
+// The clipboard API needs a secure context (loopback is one, a LAN address is not): else a selection and copy.
+async function copy(text, what) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+    } else {
+      const area = el("textarea", { readonly: "", class: "offscreen" }, text);
+      document.body.append(area);
+      area.select();
+      const ok = document.execCommand("copy");
+      area.remove();
+      if (!ok) throw new Error("the browser refused");
+    }
+    toast(what + " copied");
+  } catch (e) {
+    toast("cannot copy: " + e.message + "; select the text instead", true);
+  }
+}
+
+$("copy-key").addEventListener("click", () => copy(last ? last.device : "", "the device key"));
+$("copy-join").addEventListener("click", () => copy($("join-line").textContent, "the join line"));
 
 function setLive(on, text) {
   $("live").classList.toggle("off", !on);
