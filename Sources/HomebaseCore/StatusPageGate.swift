@@ -38,6 +38,8 @@ public struct StatusPageGate: Sendable {
         case revoke
         /// `{"guest": hex}`: forgets a pending join.
         case decline
+        /// `{"peer": hex, "id": request id}`: stops one request without revoking anyone.
+        case stop
         /// `{"model": tag, "pinned": bool}`
         case pin
     }

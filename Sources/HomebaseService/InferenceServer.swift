@@ -67,6 +67,8 @@ public final class InferenceServer: Sendable {
         let admittedAtMs: UInt64
         /// When it got its slot (monotonic ms), for its tokens per second.
         var startedAtMonotonicMs: UInt64 = 0
+        /// When it was admitted (monotonic ms), for its time to first token and how long it took.
+        var admittedAtMonotonicMs: UInt64 = 0
         /// The answer streaming, once the job has a slot.
         var stream: InferenceStream?
         var running: Bool { self.stream != nil }
@@ -130,6 +132,20 @@ public final class InferenceServer: Sendable {
             }
             core.end(key, chargeStreamed: true)
             core.remember(key)
+        }
+    }
+
+    /// The owner stops one request from the status page, without revoking anyone: the stream stops, the
+    /// requester gets `infer.error` `host_error` (and falls back), and text already streamed is charged.
+    /// - Returns: false when no such request runs or waits.
+    @discardableResult
+    public func stop(id: String, from sender: PublicKey) -> Bool {
+        self.withCore { core in
+            let key = Key(sender: sender, id: id)
+            guard core.jobs[key] != nil else { return false }
+            core.end(key, outcome: .cancelled, reply: (.hostError, "stopped by the Homebase's owner"),
+                     chargeStreamed: true, label: "stopped")
+            return true
         }
     }
 
@@ -243,6 +259,8 @@ extension InferenceServer {
         var endedPieces = 0
         /// Errors sent and requests their requester gave up on, newest last (`InferenceActivity.maxEvents`).
         var events: [InferenceEvent] = []
+        /// Requests that ended, newest last (`InferenceActivity.maxFinished`).
+        var finished: [FinishedRequest] = []
 
         init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
              authorizer: any InferenceAuthorizer, limits: InferenceLimits, readCadence: HTTPReadCadence?,
@@ -338,6 +356,7 @@ extension InferenceServer {
             let token = self.nextToken
             self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer,
                                  admittedAtMs: self.clock.nowMs())
+            self.jobs[key]?.admittedAtMonotonicMs = self.clock.monotonicMs()
             self.admittedTotal += 1
             self.authorizer.admitted(served, from: sender, channel: channel)
             self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
@@ -425,8 +444,9 @@ extension InferenceServer {
         /// two. A stream that did finish is reported as done, whatever `outcome` says.
         /// `chargeStreamed` (the requester cut the answer short): text already streamed is reported as `cut`, so
         /// a guest cannot read answers free by cancelling each just before its end.
+        /// `label` names the ending on the status page's list of finished requests, when `outcome` does not say it.
         func end(_ key: Key, outcome: InferenceOutcome = .cancelled, reply: (InferErrorCode, String)? = nil,
-                 chargeStreamed: Bool = false) {
+                 chargeStreamed: Bool = false, label: String? = nil) {
             guard let job = self.jobs.removeValue(forKey: key) else { return }
             self.endedPieces += job.stream?.streamedPieces ?? 0
             var outcome = outcome
@@ -441,6 +461,7 @@ extension InferenceServer {
                     outcome = .cut(usage: Usage(promptTokens: 0, completionTokens: pieces))
                 }
             }
+            self.recordFinished(job, key: key, outcome: outcome, label: label)
             self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
             if job.running {
                 self.runningCount -= 1
@@ -526,6 +547,24 @@ extension InferenceServer {
                                               peer: peer, channel: channel, model: model))
         }
 
+        /// Adds an ended request to the list of finished ones (who, which model, how much, how fast; no content).
+        private func recordFinished(_ job: Job, key: Key, outcome: InferenceOutcome, label: String?) {
+            let now = self.clock.monotonicMs()
+            let ending: String
+            switch outcome {
+            case .done: ending = "done"
+            case .failed(let code): ending = label ?? code.rawValue
+            case .cancelled: ending = label ?? (job.running ? "cancelled" : "cancelled while queued")
+            case .cut: ending = label ?? "cut short"
+            }
+            if self.finished.count >= InferenceActivity.maxFinished { self.finished.removeFirst() }
+            self.finished.append(FinishedRequest(
+                peer: key.sender, channel: job.channel, model: job.request.model, endedAtMs: self.clock.nowMs(),
+                tokens: job.stream?.streamedPieces ?? 0,
+                firstTokenMs: job.stream?.firstPieceAtMs.map { $0 &- job.admittedAtMonotonicMs },
+                durationMs: now &- job.admittedAtMonotonicMs, outcome: ending))
+        }
+
         /// The live streams, recent events and running totals (under the lock, so the totals are consistent).
         func activity() -> InferenceActivity {
             let now = self.clock.monotonicMs()
@@ -534,12 +573,17 @@ extension InferenceServer {
                 let pieces = job.stream?.streamedPieces ?? 0
                 livePieces += pieces
                 let seconds = Double(now &- job.startedAtMonotonicMs) / 1000
-                return LiveStream(peer: key.sender, channel: job.channel, model: job.request.model,
-                                  running: job.running, admittedAtMs: job.admittedAtMs, tokens: pieces,
-                                  tokensPerSecond: job.running && seconds > 0.05 ? Double(pieces) / seconds : 0)
+                var stream = LiveStream(peer: key.sender, channel: job.channel, model: job.request.model,
+                                        running: job.running, admittedAtMs: job.admittedAtMs, tokens: pieces,
+                                        tokensPerSecond: job.running && seconds > 0.05 ? Double(pieces) / seconds : 0)
+                stream.id = key.id
+                stream.firstTokenMs = job.stream?.firstPieceAtMs.map { $0 &- job.admittedAtMonotonicMs }
+                return stream
             }.sorted { ($0.admittedAtMs, $0.peer) < ($1.admittedAtMs, $1.peer) }
-            return InferenceActivity(streams: streams, events: self.events, requestsTotal: self.admittedTotal,
-                                     tokensTotal: self.endedPieces + livePieces)
+            var activity = InferenceActivity(streams: streams, events: self.events, requestsTotal: self.admittedTotal,
+                                             tokensTotal: self.endedPieces + livePieces)
+            activity.finished = self.finished
+            return activity
         }
 
         func remember(_ key: Key) {

@@ -28,6 +28,8 @@ final class InferenceStream: ChatEventSink {
         var end: End?
         /// Text pieces the engine delivered (one per token for Ollama), for charging a cut-short answer.
         var pieces = 0
+        /// When the first text piece came (monotonic ms): the status page's time to first token.
+        var firstPieceAtMs: UInt64?
         var handle: ChatStreamHandle?
         var flushTask: Task<Void, Never>?
         /// When a chunk last asked for a RECEIPT, or (before any did) when the stream started (monotonic ms).
@@ -113,6 +115,9 @@ final class InferenceStream: ChatEventSink {
     /// Text pieces the engine delivered so far (one per token for Ollama).
     var streamedPieces: Int { self.state.withLock { $0.pieces } }
 
+    /// When the first text piece came from the engine (monotonic ms), nil before it.
+    var firstPieceAtMs: UInt64? { self.state.withLock { $0.firstPieceAtMs } }
+
     // MARK: ChatEventSink
 
     func events(_ batch: [ChatEngineEvent]) {
@@ -136,6 +141,7 @@ final class InferenceStream: ChatEventSink {
                     s.joined.append(contentsOf: piece.utf8)
                     lastPiece = piece
                     readPieces += 1
+                    if s.pieces == 0 { s.firstPieceAtMs = self.clock.monotonicMs() }
                     s.pieces += 1
                 case .toolCall:
                     // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.

@@ -102,13 +102,18 @@ public final class StatusCollector: Sendable {
         case .decline(let guest):
             let registry = try self.registry()
             guard let record = try registry.currentRecord(for: guest) else {
-                throw DeclineRefused("\(guest.short) has not asked to join")
+                throw ActionRefused("\(guest.short) has not asked to join")
             }
             guard record.state == .pending else {
-                throw DeclineRefused("\(guest.short) is \(record.state.rawValue), not pending: revoke it instead")
+                throw ActionRefused("\(guest.short) is \(record.state.rawValue), not pending: revoke it instead")
             }
             try registry.remove(guest: guest)
             return "declined \(guest.short): its join is forgotten"
+        case .stop(let peer, let id):
+            guard self.daemon.inference.stop(id: id, from: peer) else {
+                throw ActionRefused("that request has already ended")
+            }
+            return "stopped the request of \(peer.short); it falls back, and nobody was revoked"
         case .pin(let model, let pinned):
             var settings = try self.daemon.state.settings()
             var tags = settings.pinnedModels.filter { $0 != model }
@@ -119,8 +124,8 @@ public final class StatusCollector: Sendable {
         }
     }
 
-    /// Only a pending join can be declined; the page shows the sentence (409).
-    struct DeclineRefused: Error, CustomStringConvertible {
+    /// Only a pending join can be declined, only a running request stopped; the page shows the sentence (409).
+    struct ActionRefused: Error, CustomStringConvertible {
         let description: String
         init(_ description: String) { self.description = description }
     }

@@ -71,7 +71,7 @@ enum StatusPageAssets {
       <section class="panel">
         <div class="panel-head"><h2>Live streams</h2></div>
         <table id="streams">
-          <thead><tr><th>Who</th><th>Model</th><th>State</th><th class="num">Tokens</th><th class="num">Tokens/s</th><th>Since</th></tr></thead>
+          <thead><tr><th>Who</th><th>Model</th><th>State</th><th class="num">Tokens</th><th class="num">Tokens/s</th><th class="num">First token</th><th>Since</th><th></th></tr></thead>
           <tbody></tbody>
         </table>
         <p class="empty" id="streams-empty">Nothing is streaming.</p>
@@ -117,6 +117,15 @@ enum StatusPageAssets {
           <p class="empty" id="siblings-empty">No paired devices. Run <code>homebase pair</code>.</p>
         </section>
       </div>
+
+      <section class="panel">
+        <div class="panel-head"><h2>Recent requests</h2></div>
+        <table id="finished">
+          <thead><tr><th>When</th><th>Who</th><th>Model</th><th class="num">Tokens</th><th class="num">First token</th><th class="num">Took</th><th>Outcome</th></tr></thead>
+          <tbody></tbody>
+        </table>
+        <p class="empty" id="finished-empty">No request has finished yet.</p>
+      </section>
 
       <section class="panel">
         <div class="panel-head"><h2>Recent errors and fallbacks</h2></div>
@@ -286,7 +295,7 @@ enum StatusPageAssets {
       dialog { max-width: calc(100vw - 24px); padding: 18px; }
     }
     button.primary.danger-fill { background: var(--bad); border-color: var(--bad); }
-    #guests td:nth-child(4), #streams td:last-child, #events td:first-child, #models td:nth-child(2),
+    #guests td:nth-child(4), #streams td:nth-child(7), #events td:first-child, #finished td:first-child, #models td:nth-child(2),
     #siblings td:last-child { white-space: nowrap; }
     td.actions { white-space: nowrap; }
     .offscreen { position: fixed; left: -9999px; top: 0; width: 1px; height: 1px; }
@@ -338,6 +347,9 @@ enum StatusPageAssets {
       if (s < 86400) return "expires in " + Math.round(s / 3600) + " h";
       return "expires in " + Math.round(s / 86400) + " d";
     }
+
+    // A duration in ms as "840 ms" or "3.2 s"; "–" when unknown.
+    const ms = (v) => v === null || v === undefined ? "–" : v < 1000 ? Math.round(v) + " ms" : (v / 1000).toFixed(v < 10000 ? 1 : 0) + " s";
 
     const fmt = (n) => n >= 10000 ? (n / 1000).toFixed(n >= 100000 ? 0 : 1) + "k" : String(n);
 
@@ -400,7 +412,20 @@ enum StatusPageAssets {
         el("td", {}, pill(s.state, s.state === "streaming" ? "info" : "warn")),
         el("td", { class: "num" }, s.tokens),
         el("td", { class: "num" }, s.tokens_per_s.toFixed(1)),
-        el("td", { class: "muted" }, ago(s.admitted_at, now)))), "streams-empty");
+        el("td", { class: "num ttft" }, ms(s.first_token_ms)),
+        el("td", { class: "muted" }, ago(s.admitted_at, now)),
+        el("td", { class: "actions" }, el("button", { class: "stop",
+          onclick: () => confirmAction("Stop this answer to " + (s.peer_name || short(s.peer)) + "?",
+            "Only this request ends; its device falls back on-device. Nobody is revoked.", "stop", { peer: s.peer, id: s.id }) }, "Stop")))), "streams-empty");
+
+      fill($("finished").tBodies[0], (d.finished || []).slice(0, 10).map((f) => el("tr", { "data-peer": f.peer },
+        el("td", { class: "muted" }, ago(f.at, now)),
+        el("td", { class: "who" }, nameOf(f.peer_name, f.peer), el("span", { class: "mono" }, f.kind)),
+        el("td", { class: "mono" }, f.model),
+        el("td", { class: "num" }, f.tokens),
+        el("td", { class: "num" }, ms(f.first_token_ms)),
+        el("td", { class: "num" }, ms(f.duration_ms)),
+        el("td", {}, pill(f.outcome, f.outcome === "done" ? "ok" : f.outcome === "stopped" || f.outcome.startsWith("cancel") || f.outcome === "cut short" ? "warn" : "bad")))), "finished-empty");
 
       fill($("guests").tBodies[0], d.guests.map((g) => guestRow(g, now)), "guests-empty");
       fill($("models").tBodies[0], d.models.map((m) => el("tr", { "data-model": m.tag },

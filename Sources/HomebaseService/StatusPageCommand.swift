@@ -9,6 +9,8 @@ public enum StatusPageCommand: Equatable, Sendable {
     case revoke(guest: PublicKey)
     /// `{"guest": hex}`: forgets a pending join (the guest is a stranger again, as after `contact.leave`).
     case decline(guest: PublicKey)
+    /// `{"peer": hex, "id": request id}`: stops one request (its requester falls back), revoking nobody.
+    case stop(peer: PublicKey, id: String)
     /// `{"model": tag, "pinned": bool}`: adds the model to, or removes it from, `homebase config --pin`.
     case pin(model: String, pinned: Bool)
 
@@ -50,6 +52,14 @@ public enum StatusPageCommand: Equatable, Sendable {
             return .revoke(guest: try Self.guest(object))
         case .decline:
             return .decline(guest: try Self.guest(object))
+        case .stop:
+            guard let hex = object["peer"] as? String, let peer = PublicKey(hex: hex) else {
+                throw Invalid("peer must be a 64-hex public key")
+            }
+            guard let id = object["id"] as? String, !id.isEmpty, id.utf8.count <= 128 else {
+                throw Invalid("id must name the request (1 to 128 bytes)")
+            }
+            return .stop(peer: peer, id: id)
         case .pin:
             guard let model = object["model"] as? String,
                   let tags = try? HomebaseSettings.parseModelList(model), tags == [model]

@@ -144,12 +144,25 @@ extension StatusReport {
             "siblings": self.siblings.map { s -> [String: Any] in
                 ["pk": s.pk, "name": s.name, "role": s.role, "last_heard": Self.nullable(s.lastHeardMs)]
             },
-            "guests": self.guests.map(Self.guestObject),
+            "guests": self.guests.map { g in
+                Self.guestObject(g, live: self.activity.streams.filter {
+                    $0.channel == .contact && $0.peer.hex == g.summary.pubkey
+                })
+            },
             "streams": self.activity.streams.map { s -> [String: Any] in
                 [
                     "peer": s.peer.hex, "peer_name": names[s.peer] ?? "", "kind": Self.kind(s.channel),
                     "model": s.model, "state": s.running ? "streaming" : "queued", "admitted_at": s.admittedAtMs,
                     "tokens": s.tokens, "tokens_per_s": (s.tokensPerSecond * 10).rounded() / 10,
+                    "id": s.id, "first_token_ms": Self.nullable(s.firstTokenMs),
+                ]
+            },
+            "finished": self.activity.finished.reversed().map { f -> [String: Any] in
+                [
+                    "at": f.endedAtMs, "peer": f.peer.hex, "peer_name": names[f.peer] ?? "",
+                    "kind": Self.kind(f.channel), "model": f.model, "tokens": f.tokens,
+                    "first_token_ms": Self.nullable(f.firstTokenMs), "duration_ms": f.durationMs,
+                    "outcome": f.outcome,
                 ]
             },
             "events": self.activity.events.reversed().map { e -> [String: Any] in
@@ -180,8 +193,17 @@ extension StatusReport {
         self.pinnedModels.contains { $0 == tag || (!$0.contains(":") && $0 + ":latest" == tag) }
     }
 
-    private static func guestObject(_ g: Guest) -> [String: Any] {
+    /// A guest, its usage counting the requests it has streaming or queued now (`live`): the registry records a
+    /// request's usage when it ends, and the page showed "0 req · 0 tok" through a whole stream (issue 37).
+    private static func guestObject(_ g: Guest, live: [LiveStream]) -> [String: Any] {
         let s = g.summary
+        let liveTokens = live.reduce(0) { $0 + $1.tokens }
+        func withLive(_ u: GuestUsage) -> GuestUsage {
+            var u = u
+            u.requests += live.count
+            u.completionTokens += liveTokens
+            return u
+        }
         let models: Any
         switch s.models {
         case nil: models = NSNull()
@@ -193,7 +215,8 @@ extension StatusReport {
             "joined_at": Self.nullable(s.joinedAt), "issued_at": Self.nullable(s.issuedAt),
             "expires_at": Self.nullable(s.expiresAt), "revoked_at": Self.nullable(s.revokedAt),
             "last_heard": Self.nullable(g.lastHeardMs),
-            "usage": Self.usageObject(s.usage), "usage_today": Self.usageObject(s.usageToday),
+            "usage": Self.usageObject(withLive(s.usage)), "usage_today": Self.usageObject(withLive(s.usageToday)),
+            "live_requests": live.count,
             "daily": g.daily.map { ["day": $0.day, "usage": Self.usageObject($0.usage)] as [String: Any] },
         ]
     }

@@ -135,8 +135,27 @@ extension HTTPResponse {
         #expect(streams.first?["model"] as? String == "qwen2.5:7b" && streams.first?["tokens"] as? Int == 1)
         let text = try await p.get("/api/status").text
         #expect(!text.contains("secret answer") && !text.contains("private prompt"))
+        // Issue 37: the guest's usage counts the request while it streams, not only once it ends.
+        func guest(_ report: [String: Any]) -> [String: Any]? {
+            (report["guests"] as? [[String: Any]])?.first { $0["pubkey"] as? String == g.key.hex }
+        }
+        let today = guest(live)?["usage_today"] as? [String: Any]
+        #expect(today?["requests"] as? Int == 1 && today?["tokens"] as? Int == 1, "\(String(describing: today))")
+        #expect(guest(live)?["live_requests"] as? Int == 1)
         engine.gate.open()
         _ = await g.inbox.finished("s1")
+        await eventually("counted once when it ended") {
+            guard let report = try? await p.status(), let g = guest(report) else { return false }
+            return (g["usage_today"] as? [String: Any])?["requests"] as? Int == 1 && g["live_requests"] as? Int == 0
+        }
+        #expect(streams.first?["id"] as? String == "s1" && streams.first?["first_token_ms"] as? Int != nil)
+        // The last finished requests, not only errors: who, which model, how much, how fast, how it ended.
+        let finished = try #require(try await p.status()["finished"] as? [[String: Any]])
+        #expect(finished.count == 1)
+        #expect(finished.first?["peer"] as? String == g.key.hex && finished.first?["peer_name"] as? String == "friend")
+        #expect(finished.first?["outcome"] as? String == "done" && finished.first?["tokens"] as? Int == 2)
+        #expect(finished.first?["model"] as? String == "qwen2.5:7b" && finished.first?["kind"] as? String == "guest")
+        #expect(finished.first?["first_token_ms"] as? Int != nil && finished.first?["duration_ms"] as? Int != nil)
         p.h.guestRequest("s2", from: g.messenger, model: "not-granted:1b")
         _ = await g.inbox.finished("s2")
         await eventually("the refusal listed") {
@@ -209,6 +228,29 @@ extension HTTPResponse {
         await p.stop()
     }
 
+    /// Issue 37: the owner stops one stream without revoking the guest; it ends with `host_error` (the guest
+    /// falls back), stays granted, and the request is listed as stopped.
+    @Test func stopOneStreamWithoutRevoking() async throws {
+        let engine = FakeEngine([.text("partial"), .hang])
+        let p = try PageHarness(engine: engine)
+        let g = try await p.h.grantedGuest(0x38)
+        p.h.guestRequest("r1", from: g.messenger)
+        _ = await g.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
+        let stop = #"{"peer":"\#(g.key.hex)","id":"r1"}"#
+        #expect(try await p.post("/api/stop", #"{"peer":"\#(g.key.hex)","id":"other"}"#).head.status == 409)
+        let done = try await p.post("/api/stop", stop)
+        #expect(done.head.status == 200, "\(done.text)")
+        await eventually("r1 ends with host_error") { g.inbox.inference("r1").last?.errorCode == "host_error" }
+        #expect(try p.h.contacts.registry.currentRecord(for: g.key)?.state == .granted, "nobody revoked")
+        let report = try await p.status()
+        #expect((report["streams"] as? [[String: Any]])?.isEmpty == true)
+        let finished = try #require(report["finished"] as? [[String: Any]])
+        #expect(finished.first?["outcome"] as? String == "stopped" && finished.first?["tokens"] as? Int == 1)
+        let again = try await p.post("/api/stop", stop)
+        #expect(again.head.status == 409 && again.text.contains("already ended"), "\(again.text)")
+        await p.stop()
+    }
+
     @Test func grantAndPinThroughThePage() async throws {
         let p = try PageHarness()
         let g = p.h.guest(0x35)
@@ -238,6 +280,9 @@ extension HTTPResponse {
         (.revoke, #"["not an object"]"#),
         (.revoke, "not json"),
         (.decline, #"{"guest":"abc"}"#),
+        (.stop, #"{"peer":"\#(String(repeating: "ab", count: 32))"}"#),
+        (.stop, #"{"peer":"ab","id":"r1"}"#),
+        (.stop, #"{"peer":"\#(String(repeating: "ab", count: 32))","id":"\#(String(repeating: "x", count: 129))"}"#),
         (.pin, #"{"model":"a,b","pinned":true}"#),
         (.pin, #"{"model":"qwen2.5:7b","pinned":"yes"}"#),
     ])

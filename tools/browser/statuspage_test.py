@@ -171,6 +171,13 @@ try:
     later = b.wait_for(f"(() => {{ const n = {streaming(guest_pk)}; return n > {tokens} && n; }})()",
                        "the guest's token count to grow", timeout=10)
     step(f"streams live: the guest's grew from {tokens} to {later} tokens")
+    guest_row = json.dumps(row("guests", "data-guest", guest_pk))
+    today = b.wait_for(f"(() => {{ const r = document.querySelector({guest_row}); "
+                       f"return r && /^1 req · [1-9]/.test(r.cells[4].textContent) && r.cells[4].textContent; }})()",
+                       "the guest's usage counted while it streams")
+    ttft = b.evaluate(f"document.querySelector({json.dumps(row('streams', 'data-peer', guest_pk))}).cells[5].textContent")
+    assert ttft.endswith(" ms") or ttft.endswith(" s"), f"time to first token: {ttft!r}"
+    step(f"while it streams: today {today!r}, first token after {ttft}")
     first = answer(g)
     answer(h)
     assert first["provider"] == "cross-account" and first["fallback"] is None, first
@@ -195,6 +202,18 @@ try:
     b.wait_for(f"{both}.includes({json.dumps(model)}) && {both}.includes({json.dumps(pin_model)})",
                "the grant with two models")
     step(f"grant edited to {model} and {pin_model}")
+
+    # Stop one answer from the page: the guest falls back on-device and stays granted.
+    g = chat(guest, "A story to stop halfway")
+    b.wait_for(streaming(guest_pk), "the guest's stream to stop", timeout=20)
+    b.click(row("streams", "data-peer", guest_pk) + " button.stop")
+    confirm("Stop")
+    stopped = answer(g)
+    assert stopped["provider"] == "on-device" and stopped["fallback"], stopped
+    b.wait_for(f"{cell_text('#finished tbody')}.includes('stopped')", "the stopped request among recent requests")
+    assert "done" in b.evaluate(cell_text("#finished tbody"))
+    assert "granted" in b.evaluate(cell_text(row("guests", "data-guest", guest_pk)))
+    step(f"one answer stopped from the page ({stopped['fallback']['reason']}); the guest stays granted")
 
     # Revoke the guest through the page while it streams: its stream stops and it falls back on-device.
     g = chat(guest, "One more long story, please")

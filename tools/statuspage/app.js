@@ -42,6 +42,9 @@ function until(ms, now) {
   return "expires in " + Math.round(s / 86400) + " d";
 }
 
+// A duration in ms as "840 ms" or "3.2 s"; "–" when unknown.
+const ms = (v) => v === null || v === undefined ? "–" : v < 1000 ? Math.round(v) + " ms" : (v / 1000).toFixed(v < 10000 ? 1 : 0) + " s";
+
 const fmt = (n) => n >= 10000 ? (n / 1000).toFixed(n >= 100000 ? 0 : 1) + "k" : String(n);
 
 function fill(tbody, rows, emptyId) {
@@ -103,7 +106,20 @@ function render(d) {
     el("td", {}, pill(s.state, s.state === "streaming" ? "info" : "warn")),
     el("td", { class: "num" }, s.tokens),
     el("td", { class: "num" }, s.tokens_per_s.toFixed(1)),
-    el("td", { class: "muted" }, ago(s.admitted_at, now)))), "streams-empty");
+    el("td", { class: "num ttft" }, ms(s.first_token_ms)),
+    el("td", { class: "muted" }, ago(s.admitted_at, now)),
+    el("td", { class: "actions" }, el("button", { class: "stop",
+      onclick: () => confirmAction("Stop this answer to " + (s.peer_name || short(s.peer)) + "?",
+        "Only this request ends; its device falls back on-device. Nobody is revoked.", "stop", { peer: s.peer, id: s.id }) }, "Stop")))), "streams-empty");
+
+  fill($("finished").tBodies[0], (d.finished || []).slice(0, 10).map((f) => el("tr", { "data-peer": f.peer },
+    el("td", { class: "muted" }, ago(f.at, now)),
+    el("td", { class: "who" }, nameOf(f.peer_name, f.peer), el("span", { class: "mono" }, f.kind)),
+    el("td", { class: "mono" }, f.model),
+    el("td", { class: "num" }, f.tokens),
+    el("td", { class: "num" }, ms(f.first_token_ms)),
+    el("td", { class: "num" }, ms(f.duration_ms)),
+    el("td", {}, pill(f.outcome, f.outcome === "done" ? "ok" : f.outcome === "stopped" || f.outcome.startsWith("cancel") || f.outcome === "cut short" ? "warn" : "bad")))), "finished-empty");
 
   fill($("guests").tBodies[0], d.guests.map((g) => guestRow(g, now)), "guests-empty");
   fill($("models").tBodies[0], d.models.map((m) => el("tr", { "data-model": m.tag },
