@@ -40,6 +40,8 @@ public struct StatusPageGate: Sendable {
         case decline
         /// `{"peer": hex, "id": request id}`: stops one request without revoking anyone.
         case stop
+        /// `{}`: a new pairing code (as `homebase pair`), answered with its text and QR code.
+        case pair
         /// `{"model": tag, "pinned": bool}`
         case pin
     }

@@ -114,6 +114,9 @@ public final class StatusCollector: Sendable {
                 throw ActionRefused("that request has already ended")
             }
             return "stopped the request of \(peer.short); it falls back, and nobody was revoked"
+        case .pair:
+            let code = try self.createPairingCode()
+            return "a pairing code for 10 minutes, single use: " + code
         case .pin(let model, let pinned):
             var settings = try self.daemon.state.settings()
             var tags = settings.pinnedModels.filter { $0 != model }
@@ -122,6 +125,12 @@ public final class StatusCollector: Sendable {
             try self.daemon.state.setSettings(settings)
             return pinned ? "\(model) is kept loaded from now on" : "\(model) is no longer kept loaded"
         }
+    }
+
+    /// A new one-time pairing code, as `homebase pair` prints it (10 minutes, single use).
+    public func createPairingCode() throws -> String {
+        try self.daemon.pairing.createPairingCode(relayURL: try self.daemon.state.settings().relayURL,
+                                                  nowMs: self.daemon.clock.nowMs())
     }
 
     /// Only a pending join can be declined, only a running request stopped; the page shows the sentence (409).

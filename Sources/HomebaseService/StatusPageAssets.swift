@@ -114,7 +114,9 @@ enum StatusPageAssets {
             <thead><tr><th>Device</th><th>Role</th><th>Last heard</th></tr></thead>
             <tbody></tbody>
           </table>
-          <p class="empty" id="siblings-empty">No paired devices. Run <code>homebase pair</code>.</p>
+          <p class="empty" id="siblings-empty">No paired devices yet.</p>
+          <div class="invite"><button type="button" id="pair-button">Pair a device…</button>
+            <span class="muted small">shows a one-time code and its QR code</span></div>
         </section>
       </div>
 
@@ -143,6 +145,16 @@ enum StatusPageAssets {
       <div class="buttons">
         <button type="button" id="confirm-cancel">Cancel</button>
         <button type="button" id="confirm-ok" class="primary">Confirm</button>
+      </div>
+    </dialog>
+    <dialog id="pair">
+      <h3>Pair a device</h3>
+      <p class="muted small">On the phone, scan the code or run the line below. Valid for <span id="pair-left">10 min</span>, once.</p>
+      <div class="qr"><svg id="pair-qr" role="img" aria-label="the pairing code as a QR code" shape-rendering="crispEdges"></svg></div>
+      <code id="pair-line"></code>
+      <div class="buttons">
+        <button type="button" id="pair-copy">Copy</button>
+        <button type="button" id="pair-close" class="primary">Done</button>
       </div>
     </dialog>
     <div id="toast" role="status" aria-live="polite"></div>
@@ -298,6 +310,11 @@ enum StatusPageAssets {
     #guests td:nth-child(4), #streams td:nth-child(7), #events td:first-child, #finished td:first-child, #models td:nth-child(2),
     #siblings td:last-child { white-space: nowrap; }
     td.actions { white-space: nowrap; }
+    #pair .qr { display: flex; justify-content: center; margin: 12px 0; }
+    #pair-qr { width: 232px; height: 232px; max-width: 100%; background: #fff; border-radius: 6px; }
+    #pair-qr path { fill: #000; }
+    #pair-line { display: block; overflow-wrap: anywhere; background: var(--bg); border: 1px solid var(--line);
+                 border-radius: 6px; padding: 6px 8px; }
     .offscreen { position: fixed; left: -9999px; top: 0; width: 1px; height: 1px; }
 
     """#
@@ -357,7 +374,12 @@ enum StatusPageAssets {
       // Each cell carries its column's title: the phone layout shows rows as "label value" lines.
       const titles = [...tbody.closest("table").tHead.rows[0].cells].map((th) => th.textContent);
       for (const row of rows) [...row.cells].forEach((td, i) => td.setAttribute("data-label", titles[i] || ""));
-      tbody.replaceChildren(...rows);
+      // Rows that did not change stay as they are: a click (or a selection) is not lost to a redraw.
+      const html = rows.map((r) => r.outerHTML).join("");
+      if (tbody.drawn !== html) {
+        tbody.replaceChildren(...rows);
+        tbody.drawn = html;
+      }
       $(emptyId).style.display = rows.length ? "none" : "";
       tbody.closest("table").style.display = rows.length ? "" : "none";
     }
@@ -650,6 +672,46 @@ enum StatusPageAssets {
         toast("cannot copy: " + e.message + "; select the text instead", true);
       }
     }
+
+    // A one-time pairing code from the daemon, shown as text and as a QR code drawn from its module rows.
+    let pairTimer = null;
+    async function pair() {
+      let answer;
+      try {
+        const response = await fetch("/api/pair", {
+          method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf }, body: "{}",
+        });
+        answer = await response.json();
+        if (!response.ok) return toast(answer.message || response.statusText, true);
+      } catch (e) {
+        return toast("the Homebase does not answer: " + e, true);
+      }
+      const quiet = 4, n = answer.qr.size;
+      const svg = $("pair-qr");
+      svg.setAttribute("viewBox", "0 0 " + (n + 2 * quiet) + " " + (n + 2 * quiet));
+      svg.setAttribute("data-size", n);
+      let d = "";
+      answer.qr.rows.forEach((row, y) => { for (let x = 0; x < n; x++) if (row[x] === "1") d += "M" + (x + quiet) + " " + (y + quiet) + "h1v1h-1z"; });
+      const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+      path.setAttribute("d", d);
+      svg.replaceChildren(path);
+      $("pair-line").textContent = "handset pair '" + answer.code + "'";
+      $("pair-line").dataset.code = answer.code;
+      const until = Date.now() + answer.expires_in_s * 1000;
+      const tick = () => {
+        const s = Math.max(0, Math.round((until - Date.now()) / 1000));
+        $("pair-left").textContent = s ? Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s" : "no longer (expired)";
+      };
+      tick();
+      clearInterval(pairTimer);
+      pairTimer = setInterval(tick, 1000);
+      $("pair").showModal();
+    }
+
+    $("pair-button").addEventListener("click", pair);
+    $("pair-copy").addEventListener("click", () => copy($("pair-line").textContent, "the pairing line"));
+    $("pair-close").addEventListener("click", () => { clearInterval(pairTimer); $("pair").close(); });
 
     $("copy-key").addEventListener("click", () => copy(last ? last.device : "", "the device key"));
     $("copy-join").addEventListener("click", () => copy($("join-line").textContent, "the join line"));

@@ -11,6 +11,8 @@ public enum StatusPageCommand: Equatable, Sendable {
     case decline(guest: PublicKey)
     /// `{"peer": hex, "id": request id}`: stops one request (its requester falls back), revoking nobody.
     case stop(peer: PublicKey, id: String)
+    /// `{}`: a new pairing code, as `homebase pair`.
+    case pair
     /// `{"model": tag, "pinned": bool}`: adds the model to, or removes it from, `homebase config --pin`.
     case pin(model: String, pinned: Bool)
 
@@ -52,6 +54,8 @@ public enum StatusPageCommand: Equatable, Sendable {
             return .revoke(guest: try Self.guest(object))
         case .decline:
             return .decline(guest: try Self.guest(object))
+        case .pair:
+            return .pair
         case .stop:
             guard let hex = object["peer"] as? String, let peer = PublicKey(hex: hex) else {
                 throw Invalid("peer must be a 64-hex public key")

@@ -182,11 +182,23 @@ public final class StatusPageServer: Sendable {
         let (status, object): (Int, [String: Any])
         do {
             let command = try StatusPageCommand.parse(action, body: body)
-            let message = try self.collector.perform(command)
-            self.logger.info("status page action", metadata: ["action": action.rawValue])
-            // The next event carries the change at once, not up to a second later.
-            self.shared.withLock { $0.latest = nil }
-            (status, object) = (200, ["ok": true, "message": message])
+            if command == .pair {
+                // The code and its QR code (for a phone's camera), drawn by the page from these rows.
+                let code = try self.collector.createPairingCode()
+                let qr = try QRCode.encode(Array(code.utf8), correction: .medium)
+                self.logger.info("status page action", metadata: ["action": action.rawValue])
+                (status, object) = (200, [
+                    "ok": true, "message": "a pairing code: 10 minutes, single use", "code": code,
+                    "expires_in_s": Int(PairingService.codeLifetimeMs / 1000),
+                    "qr": ["size": qr.size, "rows": qr.rows] as [String: Any],
+                ])
+            } else {
+                let message = try self.collector.perform(command)
+                self.logger.info("status page action", metadata: ["action": action.rawValue])
+                // The next event carries the change at once, not up to a second later.
+                self.shared.withLock { $0.latest = nil }
+                (status, object) = (200, ["ok": true, "message": message])
+            }
         } catch let invalid as StatusPageCommand.Invalid {
             (status, object) = (400, ["ok": false, "message": invalid.description])
         } catch {

@@ -251,6 +251,34 @@ extension HTTPResponse {
         await p.stop()
     }
 
+    /// Issue 37: a pairing code (and its QR code) from the page instead of "run `homebase pair`"; a handset
+    /// pairs with it.
+    @Test func pairingCodeAndQRFromThePage() async throws {
+        let p = try PageHarness()
+        let response = try await p.post("/api/pair", "{}")
+        #expect(response.head.status == 200, "\(response.text)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])
+        let text = try #require(object["code"] as? String)
+        let code = try PairingCode.parse(text)
+        let relayURL = try p.h.state.settings().relayURL
+        #expect(code.homebase == p.h.homebase && code.relayURL == relayURL)
+        #expect(object["expires_in_s"] as? Int == 600)
+        let qr = try #require(object["qr"] as? [String: Any])
+        let expected = try QRCode.encode(Array(text.utf8), correction: .medium)
+        #expect(qr["size"] as? Int == expected.size && qr["rows"] as? [String] == expected.rows)
+        let handset = p.h.device(0x39)
+        handset.messenger.send(.pairRequest(secret: code.secretHex, name: "tablet"), to: p.h.homebase,
+                               channel: .syncDelta, store: false)
+        _ = await handset.inbox.first("pair.accept") { if case .pairAccept = $0 { true } else { false } }
+        await eventually("the tablet among the siblings") {
+            ((try? await p.status())?["siblings"] as? [[String: Any]])?.contains { $0["name"] as? String == "tablet" }
+                == true
+        }
+        // Not an object: refused like any action body.
+        #expect(try await p.post("/api/pair", "[]").head.status == 400)
+        await p.stop()
+    }
+
     @Test func grantAndPinThroughThePage() async throws {
         let p = try PageHarness()
         let g = p.h.guest(0x35)

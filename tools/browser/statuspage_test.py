@@ -35,6 +35,7 @@ device_pk = os.environ["DEVICE_PK"]
 long_name = os.environ["LONG_NAME"]
 long_pk = os.environ["LONG_PK"]
 decline_pk = os.environ["DECLINE_PK"]
+handset2 = shlex.split(os.environ["HANDSET2"])
 started = time.time()
 
 
@@ -130,6 +131,23 @@ try:
         copied = b.evaluate("navigator.clipboard.readText()")
         assert copied == expected, copied
     step("device key and join line copied")
+
+    # A pairing code and its QR code from the page; a second handset pairs with the code shown.
+    b.click("#pair-button")
+    b.wait_for("document.getElementById('pair').open", "the pairing dialog")
+    line = b.evaluate(cell_text("#pair-line"))
+    code = b.evaluate("document.getElementById('pair-line').dataset.code")
+    assert line == f"handset pair '{code}'" and code.startswith("hb1:" + device_pk + ":"), line
+    size = int(b.evaluate("document.getElementById('pair-qr').dataset.size"))
+    drawn = b.evaluate("(document.querySelector('#pair-qr path').getAttribute('d').match(/M/g) || []).length")
+    box = b.evaluate("(() => { const r = document.getElementById('pair-qr').getBoundingClientRect(); return [r.width, r.height]; })()")
+    assert size >= 21 and (size - 17) % 4 == 0 and drawn > size * size // 4 and box[0] >= 200 and box[0] == box[1], (size, drawn, box)
+    paired = subprocess.run(handset2 + ["pair", code], capture_output=True, text=True, timeout=30)
+    assert paired.returncode == 0, paired.stderr
+    b.wait_for(f"{cell_text('#siblings tbody')}.includes('kitchen-tablet')", "the paired tablet among the siblings")
+    b.click("#pair-close")
+    b.wait_for("!document.getElementById('pair').open", "the pairing dialog to close")
+    step(f"paired a second handset with the page's code (QR {size}×{size}, {drawn} dark modules)")
 
     # Decline one pending join.
     b.wait_for(f"{cell_text(row('guests', 'data-guest', decline_pk))}.includes('pending')", "the join to decline")

@@ -51,7 +51,12 @@ function fill(tbody, rows, emptyId) {
   // Each cell carries its column's title: the phone layout shows rows as "label value" lines.
   const titles = [...tbody.closest("table").tHead.rows[0].cells].map((th) => th.textContent);
   for (const row of rows) [...row.cells].forEach((td, i) => td.setAttribute("data-label", titles[i] || ""));
-  tbody.replaceChildren(...rows);
+  // Rows that did not change stay as they are: a click (or a selection) is not lost to a redraw.
+  const html = rows.map((r) => r.outerHTML).join("");
+  if (tbody.drawn !== html) {
+    tbody.replaceChildren(...rows);
+    tbody.drawn = html;
+  }
   $(emptyId).style.display = rows.length ? "none" : "";
   tbody.closest("table").style.display = rows.length ? "" : "none";
 }
@@ -344,6 +349,46 @@ async function copy(text, what) {
     toast("cannot copy: " + e.message + "; select the text instead", true);
   }
 }
+
+// A one-time pairing code from the daemon, shown as text and as a QR code drawn from its module rows.
+let pairTimer = null;
+async function pair() {
+  let answer;
+  try {
+    const response = await fetch("/api/pair", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf }, body: "{}",
+    });
+    answer = await response.json();
+    if (!response.ok) return toast(answer.message || response.statusText, true);
+  } catch (e) {
+    return toast("the Homebase does not answer: " + e, true);
+  }
+  const quiet = 4, n = answer.qr.size;
+  const svg = $("pair-qr");
+  svg.setAttribute("viewBox", "0 0 " + (n + 2 * quiet) + " " + (n + 2 * quiet));
+  svg.setAttribute("data-size", n);
+  let d = "";
+  answer.qr.rows.forEach((row, y) => { for (let x = 0; x < n; x++) if (row[x] === "1") d += "M" + (x + quiet) + " " + (y + quiet) + "h1v1h-1z"; });
+  const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+  path.setAttribute("d", d);
+  svg.replaceChildren(path);
+  $("pair-line").textContent = "handset pair '" + answer.code + "'";
+  $("pair-line").dataset.code = answer.code;
+  const until = Date.now() + answer.expires_in_s * 1000;
+  const tick = () => {
+    const s = Math.max(0, Math.round((until - Date.now()) / 1000));
+    $("pair-left").textContent = s ? Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s" : "no longer (expired)";
+  };
+  tick();
+  clearInterval(pairTimer);
+  pairTimer = setInterval(tick, 1000);
+  $("pair").showModal();
+}
+
+$("pair-button").addEventListener("click", pair);
+$("pair-copy").addEventListener("click", () => copy($("pair-line").textContent, "the pairing line"));
+$("pair-close").addEventListener("click", () => { clearInterval(pairTimer); $("pair").close(); });
 
 $("copy-key").addEventListener("click", () => copy(last ? last.device : "", "the device key"));
 $("copy-join").addEventListener("click", () => copy($("join-line").textContent, "the join line"));
