@@ -10,12 +10,16 @@ public struct RelayLinkHistory: Sendable, Equatable {
     /// When the link was last lost, and the relay's close code if it sent one.
     public private(set) var lastLossAtMs: UInt64?
     public private(set) var lastCloseCode: UInt16?
+    /// Messages the relay held for this device at the last login (stored while it was away).
+    public private(set) var storedAtLogin: Int?
     private var everConnected = false
 
     public init() {}
 
-    public mutating func connected(atMs: UInt64) {
+    /// Logged in; the relay said it held `stored` messages for this device.
+    public mutating func connected(atMs: UInt64, stored: Int? = nil) {
         guard !self.connected else { return }
+        self.storedAtLogin = stored
         if self.everConnected { self.reconnects += 1 }
         self.everConnected = true
         self.connected = true

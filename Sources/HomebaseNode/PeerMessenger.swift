@@ -91,9 +91,16 @@ public protocol PeerMessenger: AnyObject, Sendable {
     /// some stored frames only once settled (`RelayMessenger`'s `settledTypes`, `InboundLedger`) acknowledges
     /// them now; for any other message this does nothing.
     func settle(_ message: InboundMessage, durable: Bool)
+
+    /// How long the relay took to answer the last SEND it receipted (ms, from the frame's hand-over to the link
+    /// to its RECEIPT): the relay's round trip as the status page shows it. Nil before any.
+    var relayRoundTripMs: UInt64? { get }
 }
 
 extension PeerMessenger {
+    /// A messenger without a relay has no round trip to it.
+    public var relayRoundTripMs: UInt64? { nil }
+
     /// A messenger without a rate to keep is never paced.
     public var isSendPaced: Bool { false }
 

@@ -44,6 +44,8 @@ public final class RelayMessenger: PeerMessenger {
         var keys: [PublicKey: SymmetricKey] = [:]
         var drops: [String: Int] = [:]
         var maxPayload = RelayLimits().maxPayloadBytes
+        /// The last SEND's round trip to its RECEIPT, ms (`relayRoundTripMs`).
+        var roundTripMs: UInt64?
         /// Warnings of a full backlog: one per 10 s, not one per refused frame.
         var backlogWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
         /// v2 sessions (nil for a v1-only messenger, or a key that has no X25519 form). Taken out (`take()`) to
@@ -219,11 +221,21 @@ public final class RelayMessenger: PeerMessenger {
         self.dispatch(&frame, onReceipt: onReceipt)
     }
 
+    public var relayRoundTripMs: UInt64? { self.state.withLock { $0.roundTripMs } }
+
     /// Registers `onReceipt` (if any) under a send_id, sets it in the SEND frame, and enqueues the frame.
     private func dispatch(_ frame: inout [UInt8], onReceipt: (@Sendable (SendOutcome) -> Void)?) {
         let (sendID, evicted): (UInt32, (@Sendable (SendOutcome) -> Void)?) = self.state.withLock { s in
             guard let onReceipt else { return (0, nil) }
-            return s.receipts.register(onReceipt)
+            // The receipt also times the relay's round trip, for the status page.
+            let sentAt = Posix.monotonicMs
+            return s.receipts.register { [weak self] outcome in
+                if case .receipt = outcome {
+                    let took = Posix.monotonicMs &- sentAt
+                    self?.state.withLock { $0.roundTripMs = took }
+                }
+                onReceipt(outcome)
+            }
         }
         evicted?(.notConnected)
         RelayFrame.setSendID(sendID, inEncodedSend: &frame)

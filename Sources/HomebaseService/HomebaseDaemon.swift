@@ -44,6 +44,8 @@ public actor HomebaseDaemon {
     public nonisolated let inference: InferenceServer
     public nonisolated let adverts: AdvertPublisher
     public nonisolated let pairing: PairingService
+    /// The relay's last round trip (a SEND to its RECEIPT), ms, for the status page; nil before any.
+    public nonisolated var relayRoundTripMs: UInt64? { self.messenger.relayRoundTripMs }
     /// The contact channel; nil only if the guest tables could not be opened (logged; guests are then strangers).
     public nonisolated let contacts: ContactService?
     /// When each peer was last heard from (the status page).

@@ -37,7 +37,7 @@ public final class StatusCollector: Sendable {
         let now = self.daemon.clock.nowMs()
         self.sampling.withLock { s in
             switch event {
-            case .connected: s.link.connected(atMs: now)
+            case .connected(let stored): s.link.connected(atMs: now, stored: stored)
             case .disconnected(let code): s.link.disconnected(atMs: now, closeCode: code)
             }
         }
@@ -80,7 +80,8 @@ public final class StatusCollector: Sendable {
         let limits = daemon.inference.currentLimits
         return StatusReport(
             generatedAtMs: now, startedAtMs: self.startedAtMs, device: daemon.publicKey.hex, name: settings.deviceName,
-            relay: StatusReport.Relay(url: settings.relayURL, link: link), ollamaURL: settings.ollamaURL,
+            relay: StatusReport.Relay(url: settings.relayURL, link: link, roundTripMs: daemon.relayRoundTripMs),
+            ollamaURL: settings.ollamaURL,
             runtime: daemon.runtime.current, pinnedModels: settings.pinnedModels,
             maxConcurrent: limits.maxConcurrent, maxQueued: limits.maxQueued, siblings: siblings, guests: guests,
             activity: daemon.inference.activity, series: window)

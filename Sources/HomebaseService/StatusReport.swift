@@ -12,9 +12,12 @@ public struct StatusReport: Sendable, Equatable {
     public struct Relay: Sendable, Equatable {
         public var url: String
         public var link: RelayLinkHistory
-        public init(url: String, link: RelayLinkHistory) {
+        /// The last SEND's round trip to its RECEIPT, ms.
+        public var roundTripMs: UInt64?
+        public init(url: String, link: RelayLinkHistory, roundTripMs: UInt64? = nil) {
             self.url = url
             self.link = link
+            self.roundTripMs = roundTripMs
         }
     }
 
@@ -118,6 +121,8 @@ extension StatusReport {
                 "reconnects": link.reconnects,
                 "last_loss_at": Self.nullable(link.lastLossAtMs),
                 "last_close_code": Self.nullable(link.lastCloseCode),
+                "round_trip_ms": Self.nullable(self.relay.roundTripMs),
+                "stored_at_login": Self.nullable(link.storedAtLogin),
             ] as [String: Any],
             "ollama": self.ollamaURL,
             "runtime": [

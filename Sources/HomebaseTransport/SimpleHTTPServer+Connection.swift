@@ -16,8 +16,7 @@ struct HTTPServerConnection {
     private var readDeadline: ContinuousClock.Instant?
     /// The request being read outran its deadline.
     private var timedOut = false
-    /// Bytes of the request being read have arrived (a silent connection that times out is closed without 408:
-    /// a browser's preconnected socket).
+    /// Bytes of the request being read have arrived.
     private var started = false
 
     init(fd: Int32, server: SimpleHTTPServer) {
@@ -27,8 +26,6 @@ struct HTTPServerConnection {
     }
 
     mutating func run() {
-        // The first request's time runs from the connection's start: a client that sends nothing is no better.
-        self.readDeadline = self.server.configuration.requestReadTimeoutMs.map { ContinuousClock.now + .milliseconds($0) }
         while true {
             let head: HTTPRequestHead
             do {

@@ -40,9 +40,10 @@ public final class SimpleHTTPServer: Sendable {
         /// an authenticated connection's): replaces `maxConnections` when set. A handler marks its connection
         /// authenticated with `HTTPResponseWriter.authenticateConnection()`.
         public var slots: ConnectionSlots.Limits?
-        /// A request's head and body must arrive within this long: counted from the connection's start for its
-        /// first request, from the request's first byte for later ones (before it, `idleTimeoutMs` applies). A
-        /// client dribbling a byte at a time is answered 408 and closed. Unbounded when nil.
+        /// A request's head and body must arrive within this long from its first byte (before it, `idleTimeoutMs`
+        /// applies: a browser keeps preconnected sockets silent for a while, and closing one just as it sends a
+        /// POST would lose the POST). A client dribbling a byte at a time is answered 408 and closed. Unbounded
+        /// when nil.
         public var requestReadTimeoutMs: Int32?
         /// A send that cannot go on for this long (a client that stopped reading, its buffers full) fails, and the
         /// connection ends (`SO_SNDTIMEO`). Unbounded when nil.

@@ -60,8 +60,9 @@ import Testing
         // Failed attempts while down are not new losses.
         h.disconnected(atMs: 6_000, closeCode: nil)
         #expect(h.lastLossAtMs == 5_000 && h.lastCloseCode == 1012)
-        h.connected(atMs: 7_000)
-        h.connected(atMs: 8_000)
+        h.connected(atMs: 7_000, stored: 3)
+        h.connected(atMs: 8_000, stored: 9)
         #expect(h.connected && h.connectedSinceMs == 7_000 && h.reconnects == 1)
+        #expect(h.storedAtLogin == 3, "what the relay held at the login, not at a repeated event")
     }
 }

@@ -110,11 +110,16 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         defer { relay.stop() }
         let a = try await connectedMessenger(relay)
         defer { a.stop() }
+        #expect(a.relayRoundTripMs == nil, "no SEND receipted yet")
         let start = ContinuousClock.now
         let outcome = await a.sendAndWait(.advertRequest, to: SigningSecretKey.generate().publicKey,
                                           channel: .syncDelta, store: false)
         #expect(outcome == .receipt(.recipientOffline))
-        #expect(ContinuousClock.now - start < .seconds(1))
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed < .seconds(1))
+        // The receipt timed the relay's round trip (the status page shows it).
+        let rtt = try #require(a.relayRoundTripMs)
+        #expect(Duration.milliseconds(Int(rtt)) <= elapsed + .milliseconds(1))
     }
 
     @Test func storedMessageArrivesWhenThePeerConnects() async throws {

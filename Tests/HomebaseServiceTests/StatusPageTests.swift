@@ -279,6 +279,20 @@ extension HTTPResponse {
         await p.stop()
     }
 
+    /// Issue 37: the relay's close code, round trip and stored-message count.
+    @Test func theRelayLinkShowsCloseCodeRoundTripAndStoredCount() async throws {
+        let p = try PageHarness()
+        p.collector.relayEvent(.connected(stored: 0))
+        p.collector.relayEvent(.disconnected(closeCode: 1012))
+        var link = try #require(try await p.status()["relay_link"] as? [String: Any])
+        #expect(link["last_close_code"] as? Int == 1012 && link["connected"] as? Bool == false)
+        p.collector.relayEvent(.connected(stored: 4))
+        link = try #require(try await p.status()["relay_link"] as? [String: Any])
+        #expect(link["stored_at_login"] as? Int == 4 && link["reconnects"] as? Int == 1)
+        #expect(link["round_trip_ms"] is NSNull, "the loopback messenger has no relay")
+        await p.stop()
+    }
+
     @Test func grantAndPinThroughThePage() async throws {
         let p = try PageHarness()
         let g = p.h.guest(0x35)

@@ -200,6 +200,10 @@ try:
     answer(h)
     assert first["provider"] == "cross-account" and first["fallback"] is None, first
     step(f"guest answered by the Homebase ({first['provider']}, {first['model']})")
+    relay = b.wait_for(f"/round trip \\d+ ms/.test({cell_text('#relay-detail')}) && {cell_text('#relay-detail')}",
+                       "the relay's round trip")
+    assert "stored at login" in relay, relay
+    step(f"relay: {relay!r}")
 
     # Pin a model warm.
     b.click(row("models", "data-model", pin_model) + " button")
@@ -272,5 +276,15 @@ try:
     problems = b.problems()
     assert not problems, "the page reported problems:\n" + "\n".join(problems)
     print(f"status page browser test passed in {time.time() - started:.1f} s")
+except Exception:
+    # What the page showed when it failed.
+    try:
+        print("--- the page: notice", repr(b.evaluate("document.getElementById('toast').textContent")), flush=True)
+        for table in ("models", "guests", "streams"):
+            print(f"--- {table}:", repr(b.evaluate(cell_text(f'#{table} tbody'))), flush=True)
+        print("--- problems:", b.problems(), flush=True)
+    except Exception as e:  # noqa: BLE001 - the page itself may be gone
+        print("--- the page cannot be read:", e)
+    raise
 finally:
     b.close()

@@ -77,9 +77,17 @@ function render(d) {
 
   const link = d.relay_link;
   $("relay-state").textContent = link.connected ? "Connected" : "Not connected";
-  $("relay-detail").textContent = link.connected
-    ? "up " + ago(link.since, now).replace(" ago", "") + " · " + link.reconnects + " reconnect" + (link.reconnects === 1 ? "" : "s")
-    : (link.last_loss_at ? "lost " + ago(link.last_loss_at, now) : "connecting…");
+  // Up since, reconnects, the last round trip (a message to the relay's receipt), what it held at login, and
+  // how the last connection ended.
+  const closed = link.last_close_code === null || link.last_close_code === undefined ? "" : "closed " + link.last_close_code;
+  $("relay-detail").textContent = (link.connected
+    ? ["up " + ago(link.since, now).replace(" ago", ""),
+      link.reconnects + " reconnect" + (link.reconnects === 1 ? "" : "s"),
+      link.round_trip_ms === null ? null : "round trip " + ms(link.round_trip_ms),
+      link.stored_at_login === null ? null : link.stored_at_login + " stored at login",
+      link.last_loss_at ? "last lost " + ago(link.last_loss_at, now) + (closed ? " (" + closed + ")" : "") : null]
+    : [link.last_loss_at ? "lost " + ago(link.last_loss_at, now) + (closed ? " · " + closed : "") : "connecting…"])
+    .filter(Boolean).join(" · ");
   $("relay-url").textContent = d.relay;
   card("card-relay", link.connected ? "ok" : "bad");
 
