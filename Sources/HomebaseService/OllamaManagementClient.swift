@@ -82,7 +82,8 @@ public struct OllamaManagementClient: Sendable {
             guard let name = entry.name ?? entry.model, !name.isEmpty else {
                 throw OllamaError.malformed("/api/ps listed a model without a name")
             }
-            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at)
+            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at, sizeBytes: entry.size,
+                                     vramBytes: entry.size_vram)
         }
     }
 

@@ -51,10 +51,15 @@ public struct OllamaLoadedModel: Sendable, Equatable {
     public var name: String
     /// RFC 3339 time the model unloads (a date in 2318 for a pinned model); `nil` when absent.
     public var expiresAt: String?
+    /// Memory it takes (`size`), and of that on the GPU (`size_vram`), bytes; nil when absent.
+    public var sizeBytes: Int64?
+    public var vramBytes: Int64?
 
-    public init(name: String, expiresAt: String?) {
+    public init(name: String, expiresAt: String?, sizeBytes: Int64? = nil, vramBytes: Int64? = nil) {
         self.name = name
         self.expiresAt = expiresAt
+        self.sizeBytes = sizeBytes
+        self.vramBytes = vramBytes
     }
 }
 
@@ -121,6 +126,8 @@ struct OllamaWire {
             let name: String?
             let model: String?
             let expires_at: String?
+            let size: Int64?
+            let size_vram: Int64?
         }
 
         let models: [Entry]?

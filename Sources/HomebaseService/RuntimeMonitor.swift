@@ -210,7 +210,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
             let old = s.status
             s.status = status
             return old.endpoint != status.endpoint || old.verified != status.verified
-                || old.available != status.available || old.version != status.version || old.models != status.models
+                || old.available != status.available || old.version != status.version
+                || old.models.map(\.withoutLoadDetails) != status.models.map(\.withoutLoadDetails)
         }
         self.observer.current?(())
         guard changed else { return }

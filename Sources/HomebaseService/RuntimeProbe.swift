@@ -45,9 +45,14 @@ struct RuntimeProbe: Sendable {
                 contextLength: info.contextLength, loaded: false))
         }
         cache = fresh
-        let loaded = try await self.loadedNames()
+        var loaded: [String: OllamaLoadedModel] = [:]
+        for model in try await self.client.ps() { loaded[Self.normalized(model.name)] = model }
         for index in models.indices {
-            models[index].loaded = loaded.contains(Self.normalized(models[index].tag))
+            let entry = loaded[Self.normalized(models[index].tag)]
+            models[index].loaded = entry != nil
+            models[index].memoryBytes = entry?.sizeBytes
+            models[index].vramBytes = entry?.vramBytes
+            models[index].unloadsAtMs = entry?.expiresAt.flatMap(RFC3339.milliseconds)
         }
         return Snapshot(version: version, models: models, sizes: sizes)
     }

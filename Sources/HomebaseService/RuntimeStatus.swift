@@ -10,6 +10,11 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var contextLength: Int?
     /// In memory now (Ollama `/api/ps`), so a request will not wait for a cold load.
     public var loaded: Bool
+    /// While loaded: the memory it takes and how much of it is on the GPU (bytes), and when Ollama's keep-alive
+    /// unloads it (ms since 1970; years ahead for a pinned model). Nil when not loaded or not told.
+    public var memoryBytes: Int64?
+    public var vramBytes: Int64?
+    public var unloadsAtMs: UInt64?
 
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
                 contextLength: Int?, loaded: Bool) {
@@ -73,4 +78,16 @@ public protocol RuntimeStatusSource: AnyObject, Sendable {
 extension RuntimeStatusSource {
     /// Sources that load nothing ignore pins.
     public func setPinnedModels(_ tags: [String]) {}
+}
+
+extension RuntimeModelInfo {
+    /// The model without its memory and unload time: what consumers act on (those change with every use, as
+    /// Ollama's keep-alive is extended; a change of them alone is not a change of the runtime's status).
+    public var withoutLoadDetails: RuntimeModelInfo {
+        var m = self
+        m.memoryBytes = nil
+        m.vramBytes = nil
+        m.unloadsAtMs = nil
+        return m
+    }
 }

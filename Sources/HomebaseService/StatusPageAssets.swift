@@ -365,6 +365,21 @@ enum StatusPageAssets {
       return "expires in " + Math.round(s / 86400) + " d";
     }
 
+    // Memory a loaded model takes (and how much on the GPU), and when Ollama's keep-alive unloads it.
+    const bytes = (n) => n >= 1e9 ? (n / 1e9).toFixed(1) + " GB" : n >= 1e6 ? Math.round(n / 1e6) + " MB" : Math.round(n / 1e3) + " kB";
+    function loadDetails(m, now) {
+      const parts = [];
+      if (m.memory_bytes) {
+        const gpu = m.vram_bytes ? Math.round(100 * m.vram_bytes / m.memory_bytes) : 0;
+        parts.push(bytes(m.memory_bytes) + (gpu === 100 ? " on the GPU" : gpu ? " (" + gpu + " % GPU)" : " on the CPU"));
+      }
+      if (m.unloads_at) {
+        const s = Math.round((m.unloads_at - now) / 1000);
+        parts.push(s > 366 * 86400 ? "kept loaded" : s <= 0 ? "unloading" : s < 90 ? "unloads in " + s + " s" : s < 5400 ? "unloads in " + Math.round(s / 60) + " min" : "unloads in " + Math.round(s / 3600) + " h");
+      }
+      return parts.join(" · ");
+    }
+
     // A duration in ms as "840 ms" or "3.2 s"; "–" when unknown.
     const ms = (v) => v === null || v === undefined ? "–" : v < 1000 ? Math.round(v) + " ms" : (v / 1000).toFixed(v < 10000 ? 1 : 0) + " s";
 
@@ -461,7 +476,8 @@ enum StatusPageAssets {
       fill($("models").tBodies[0], d.models.map((m) => el("tr", { "data-model": m.tag },
         el("td", { class: "mono" }, m.tag),
         el("td", { class: "muted" }, [m.parameter_size, m.quantization].filter(Boolean).join(" · ")),
-        el("td", {}, m.loaded ? pill("loaded", "ok") : pill("cold"), m.pinned ? " " : null, m.pinned ? pill("pinned", "info") : null),
+        el("td", {}, el("div", {}, m.loaded ? pill("loaded", "ok") : pill("cold"), m.pinned ? " " : null, m.pinned ? pill("pinned", "info") : null,
+          m.loaded ? el("div", { class: "muted small memory" }, loadDetails(m, now)) : null)),
         el("td", {}, m.pinned
           ? el("button", { onclick: () => confirmAction("Stop keeping " + m.tag + " warm?", "It unloads when Ollama's keep-alive runs out.", "pin", { model: m.tag, pinned: false }) }, "Unpin")
           : el("button", { onclick: () => confirmAction("Keep " + m.tag + " warm?", "The Homebase loads it now and keeps it loaded, so no request waits for a cold load.", "pin", { model: m.tag, pinned: true }) }, "Pin warm")))), "models-empty");

@@ -137,6 +137,8 @@ extension StatusReport {
                     "tag": m.tag, "family": m.family, "parameter_size": m.parameterSize,
                     "quantization": m.quantization, "capabilities": m.capabilities,
                     "context_length": Self.nullable(m.contextLength), "loaded": m.loaded,
+                    "memory_bytes": Self.nullable(m.memoryBytes), "vram_bytes": Self.nullable(m.vramBytes),
+                    "unloads_at": Self.nullable(m.unloadsAtMs),
                     "pinned": self.isPinned(m.tag),
                 ]
             },

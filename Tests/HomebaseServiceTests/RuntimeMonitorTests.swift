@@ -53,12 +53,17 @@ import Testing
         #expect(status.version == "0.32.6")
         #expect(status.models.map(\.tag) == ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"])
         let qwen = try #require(status.models.first)
-        #expect(qwen == RuntimeModelInfo(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
-                                         quantization: "Q4_K_M", capabilities: ["completion", "tools"],
-                                         contextLength: 32768, loaded: true))
+        #expect(qwen.withoutLoadDetails == RuntimeModelInfo(
+            tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B", quantization: "Q4_K_M",
+            capabilities: ["completion", "tools"], contextLength: 32768, loaded: true))
+        // Issue 37: memory per loaded model and when its keep-alive unloads it (`/api/ps`; loaded at the
+        // emulator's start, so pinned: Go's largest duration lands in 2318).
+        #expect((qwen.memoryBytes ?? 0) > 1_000_000_000 && qwen.vramBytes == qwen.memoryBytes)
+        #expect(qwen.unloadsAtMs.map { $0 > 10_000_000_000_000 } == true)
         let embed = try #require(status.models.last)
         #expect(embed.capabilities == ["embedding"] && !embed.canComplete)
         #expect(embed.contextLength == 2048 && !embed.loaded)
+        #expect(embed.memoryBytes == nil && embed.unloadsAtMs == nil)
         #expect(h.monitor.current == status)
         #expect(h.persisted.all.isEmpty, "an endpoint verified before is not stored again")
         await h.stop()

@@ -251,6 +251,14 @@ try:
                "the guest's stream gone")
     step("the page shows the refusal and no guest stream")
 
+    # Memory per loaded model and when its keep-alive unloads it (the runtime is probed every 30 s).
+    memory = b.wait_for(f"(() => {{ const t = {cell_text(row('models', 'data-model', model))}; "
+                        f"return /loaded/.test(t) && /[0-9.]+ [GM]B on the GPU · unloads in \\d+ (min|s)/.test(t) && t; }})()",
+                        "the loaded model's memory and keep-alive", timeout=40)
+    pinned = b.wait_for(f"(() => {{ const t = {cell_text(row('models', 'data-model', pin_model))}; "
+                        f"return /GB on the GPU · (kept loaded|unloads in)/.test(t) && t; }})()", "the pinned model's memory",
+                        timeout=40)
+    step(f"models: {memory!r}, {pinned!r}")
     # The picture for the README: a sibling streaming beside the revoked guest and the last hour's chart.
     h = chat(handset, "A last story for the picture")
     b.wait_for(streaming(handset_pk), "the handset's stream for the picture", timeout=20)
