@@ -296,7 +296,8 @@ enum StatusPageAssets {
       td { display: flex; justify-content: space-between; align-items: baseline; gap: 12px; padding: 3px 2px;
            border-bottom: 0; text-align: right; min-width: 0; }
       td::before { content: attr(data-label); font-size: 11px; color: var(--muted); text-transform: uppercase;
-                   letter-spacing: .04em; text-align: left; flex: none; }
+                   letter-spacing: .04em; text-align: left; flex: none; margin-right: auto; }
+      td button + button { margin-left: 0; }
       td > * { min-width: 0; }
       td.who { text-align: left; justify-content: flex-start; flex-wrap: wrap; gap: 0 6px; min-width: 0; }
       td.who .mono { margin-left: 0; }

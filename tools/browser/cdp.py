@@ -135,12 +135,14 @@ class Browser:
             self.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
                                                    "clickCount": 1}, session=True)
 
-    def screenshot(self, path):
+    def screenshot(self, path, max_height=None):
+        """The whole page as a PNG, or its top `max_height` px."""
         metrics = self.call("Page.getLayoutMetrics", session=True)
         size = metrics.get("cssContentSize") or metrics["contentSize"]
+        height = min(size["height"], max_height or size["height"])
         data = self.call("Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+            "clip": {"x": 0, "y": 0, "width": size["width"], "height": height, "scale": 1},
         }, session=True)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
