@@ -11,6 +11,13 @@ import Testing
     static let token = "owner-token-0123456789"
     static let unfinishedHead = "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
+    /// The defaults the page runs with: a head deadline of a few seconds, slots per address, a send timeout.
+    @Test func theDefaultsAreTheOnesTheREADMEStates() {
+        let c = StatusPageServer.Configuration(host: "0.0.0.0", port: 8787, accessToken: Self.token)
+        #expect(c.requestReadTimeoutMs == 5_000 && c.perAddress == 8 && c.maxConnections == 32)
+        #expect(c.sendTimeoutMs == 10_000 && c.maxEventClients == 8)
+    }
+
     /// The owner's request with the token, on a new connection.
     func ownerStatus(_ p: PageHarness) async throws -> Int {
         try await p.get("/api/status", [("Authorization", "Bearer \(Self.token)")]).head.status
