@@ -6,6 +6,7 @@ import FoundationEssentials
 public enum Message: Equatable, Sendable {
     case inferRequest(InferRequest)
     case inferAccept(InferAccept)
+    case inferQueued(InferQueued)
     case inferChunk(InferChunk)
     case inferDone(InferDone)
     case inferError(InferError)
@@ -28,6 +29,7 @@ public enum Message: Equatable, Sendable {
         switch self {
         case .inferRequest: MessageType.inferRequest
         case .inferAccept: MessageType.inferAccept
+        case .inferQueued: MessageType.inferQueued
         case .inferChunk: MessageType.inferChunk
         case .inferDone: MessageType.inferDone
         case .inferError: MessageType.inferError
@@ -52,6 +54,7 @@ public enum Message: Equatable, Sendable {
 public enum MessageType {
     public static let inferRequest = "infer.request"
     public static let inferAccept = "infer.accept"
+    public static let inferQueued = "infer.queued"
     public static let inferChunk = "infer.chunk"
     public static let inferDone = "infer.done"
     public static let inferError = "infer.error"
@@ -160,14 +163,30 @@ public struct InferAccept: Codable, Equatable, Sendable {
     }
 }
 
+/// `infer.queued`: an accepted request waits for the runtime; `position` 1 is next to start. Sent after the
+/// accept and again each time the request moves up; a requester counts an advance as progress.
+public struct InferQueued: Codable, Equatable, Sendable {
+    public var id: String
+    public var position: Int
+    public init(id: String, position: Int) {
+        self.id = id
+        self.position = position
+    }
+}
+
 public struct InferChunk: Codable, Equatable, Sendable {
     public var id: String
     public var seq: Int
+    /// A piece of the answer (empty in a chunk that carries only reasoning).
     public var text: String
-    public init(id: String, seq: Int, text: String) {
+    /// A piece of the model's reasoning before (or beside) the answer, never part of the answer; absent when
+    /// there is none. A requester shows it apart and never mixes it into `text`.
+    public var reasoning: String?
+    public init(id: String, seq: Int, text: String, reasoning: String? = nil) {
         self.id = id
         self.seq = seq
         self.text = text
+        self.reasoning = reasoning
     }
 }
 
@@ -204,6 +223,8 @@ public enum InferErrorCode: String, Codable, Sendable, CaseIterable {
     case notGranted = "not_granted"
     case badRequest = "bad_request"
     case hostError = "host_error"
+    /// The answer's token budget (`max_tokens`) ran out while the model was still reasoning: no answer came.
+    case reasoningBudget = "reasoning_budget"
 }
 
 public struct InferError: Codable, Equatable, Sendable {

@@ -29,9 +29,12 @@ public struct AdvertPayload: SignedPayload {
         public var capabilities: [String]
         public var contextLength: Int?
         public var loaded: Bool
+        /// `true` for a cloud model the owner shares: the host's runtime forwards prompts to a third party.
+        /// Absent for a local model.
+        public var cloud: Bool?
 
         public init(tag: String, family: String, parameterSize: String, quantization: String,
-                    capabilities: [String], contextLength: Int?, loaded: Bool) {
+                    capabilities: [String], contextLength: Int?, loaded: Bool, cloud: Bool? = nil) {
             self.tag = tag
             self.family = family
             self.parameterSize = parameterSize
@@ -39,11 +42,12 @@ public struct AdvertPayload: SignedPayload {
             self.capabilities = capabilities
             self.contextLength = contextLength
             self.loaded = loaded
+            self.cloud = cloud
         }
 
         enum CodingKeys: String, CodingKey {
             case tag, family, parameterSize = "parameter_size", quantization, capabilities
-            case contextLength = "context_length", loaded
+            case contextLength = "context_length", loaded, cloud
         }
     }
 

@@ -113,8 +113,10 @@ enum StreamRelay {
         var emitted = false
         for await event in source {
             switch event {
-            case .text, .toolCall:
+            case .text, .toolCall, .reasoning:
                 emitted = true
+                continuation.yield(event)
+            case .queued:
                 continuation.yield(event)
             case .restart:
                 // An inner fallback restarted: what we forwarded is void, and so is our record of it.

@@ -87,7 +87,7 @@ public struct RelayInferenceClient: Sendable {
         var attempt = plan.first
         var retried = false
         while true {
-            let outcome = await self.attempt(attempt, options: options) { continuation.yield(.text($0)) }
+            let outcome = await self.attempt(attempt, options: options) { continuation.yield($0) }
             switch outcome {
             case .served(let result):
                 plan.served(attempt, result)
@@ -134,8 +134,10 @@ public struct RelayInferenceClient: Sendable {
     }
 
     /// Sends one `infer.request` and drives the watchdog machine until it finishes or fails. `emit` gets each
-    /// chunk's text as it arrives.
-    func attempt(_ attempt: RelayAttempt, options: InferOptions, emit: (String) -> Void) async -> AttemptOutcome {
+    /// chunk's reasoning (`.reasoning`) and text (`.text`) as it arrives, and the queue position (`.queued`).
+    func attempt(_ attempt: RelayAttempt, options: InferOptions, emit: (ChatStreamEvent) -> Void) async
+        -> AttemptOutcome
+    {
         let id = self.newRequestID()
         let (events, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
         // Registered before sending, so an answer racing the receipt is never lost.
@@ -155,6 +157,7 @@ public struct RelayInferenceClient: Sendable {
         timer.arm(machine.nextDeadlineMs, force: true)
 
         var text = ""
+        var reasoning = ""
         var emitted = false
         for await event in events {
             let action: InferenceClientStateMachine.Action
@@ -168,16 +171,26 @@ public struct RelayInferenceClient: Sendable {
             switch action {
             case .none, .accepted:
                 break
+            case .queued(let position):
+                emit(.queued(position: position))
+            case .reasoning(let thought, let piece):
+                reasoning += thought
+                emitted = true
+                emit(.reasoning(thought))
+                text += piece
+                if !piece.isEmpty { emit(.text(piece)) }
             case .text(let piece):
                 text += piece
                 if !piece.isEmpty {
                     emitted = true
-                    emit(piece)
+                    emit(.text(piece))
                 }
             case .finished(let finishReason, let usage):
-                return .served(ChatResult(
+                var result = ChatResult(
                     text: text, finishReason: FinishReason(rawValue: finishReason) ?? .stop, usage: usage,
-                    providerKind: self.kind, model: machine.acceptedModel ?? self.model))
+                    providerKind: self.kind, model: machine.acceptedModel ?? self.model)
+                result.reasoning = reasoning.isEmpty ? nil : reasoning
+                return .served(result)
             case .fail(let reason, let sendCancel):
                 if sendCancel { self.sendCancel(id) }
                 return .failed(reason, emittedOutput: emitted)
@@ -198,7 +211,9 @@ public struct RelayInferenceClient: Sendable {
     {
         switch message {
         case .inferAccept(let accept): machine.acceptReceived(model: accept.model, nowMs: self.clock())
-        case .inferChunk(let chunk): machine.chunkReceived(seq: chunk.seq, text: chunk.text, nowMs: self.clock())
+        case .inferQueued(let queued): machine.queuedReceived(position: queued.position, nowMs: self.clock())
+        case .inferChunk(let chunk):
+            machine.chunkReceived(seq: chunk.seq, text: chunk.text, reasoning: chunk.reasoning, nowMs: self.clock())
         case .inferDone(let done):
             machine.doneReceived(finishReason: done.finishReason, usage: done.usage, chunks: done.chunks)
         case .inferError(let error): machine.errorReceived(code: error.code, message: error.message)

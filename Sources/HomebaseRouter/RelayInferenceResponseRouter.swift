@@ -173,6 +173,7 @@ public final class InferenceResponseRouter: Sendable {
     static func answerID(_ message: Message) -> String? {
         switch message {
         case .inferAccept(let m): m.id
+        case .inferQueued(let m): m.id
         case .inferChunk(let m): m.id
         case .inferDone(let m): m.id
         case .inferError(let m): m.id

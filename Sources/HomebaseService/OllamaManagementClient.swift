@@ -60,7 +60,8 @@ public struct OllamaManagementClient: Sendable {
             return OllamaInstalledModel(
                 name: name, size: max(0, entry.size ?? 0), digest: entry.digest ?? "",
                 family: entry.details?.family ?? "", parameterSize: entry.details?.parameter_size ?? "",
-                quantization: entry.details?.quantization_level ?? "")
+                quantization: entry.details?.quantization_level ?? "", remoteHost: entry.remote_host,
+                capabilities: entry.capabilities)
         }
     }
 
@@ -82,12 +83,13 @@ public struct OllamaManagementClient: Sendable {
             guard let name = entry.name ?? entry.model, !name.isEmpty else {
                 throw OllamaError.malformed("/api/ps listed a model without a name")
             }
-            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at)
+            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at,
+                                     contextLength: entry.context_length.flatMap { $0 > 0 ? $0 : nil })
         }
     }
 
-    /// Loads `model` (if needed) and keeps it in memory for `duration` (a Go duration such as `30m`, or `-1`
-    /// for ever): `POST /api/chat` with empty `messages`, which loads without generating (reference §3).
+    /// Loads `model` (if needed) and keeps it in memory for `duration` (a Go duration with its unit, such as
+    /// `30m`, or `-1m` for ever; a bare `-1` is refused by real servers, 400 `missing unit`): `POST /api/chat` with empty `messages`, which loads without generating (reference §3).
     /// May take as long as a cold load (`configuration.loadTimeout`).
     public func keepAlive(_ model: String, duration: String) async throws {
         let _: OllamaWire.ErrorBody = try await self.call(

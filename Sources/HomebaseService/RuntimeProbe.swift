@@ -27,6 +27,15 @@ struct RuntimeProbe: Sendable {
         var sizes: [String: Int64] = [:]
         var fresh = ShowCache()
         for model in installed {
+            if model.isCloud {
+                // A cloud stub's `show` is forwarded to ollama.com (502 offline, 403 with cloud disabled): what the
+                // tags say is enough, and its failure is never the local runtime's.
+                models.append(RuntimeModelInfo(
+                    tag: model.name, family: model.family, parameterSize: model.parameterSize,
+                    quantization: model.quantization, capabilities: model.capabilities ?? ["completion"],
+                    contextLength: nil, loaded: false, cloud: true))
+                continue
+            }
             let info: OllamaModelInfo
             if let cached = cache.entries[model.name], cached.digest == model.digest, !model.digest.isEmpty {
                 info = cached.info

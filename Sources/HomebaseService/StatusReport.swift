@@ -132,7 +132,8 @@ extension StatusReport {
                     "tag": m.tag, "family": m.family, "parameter_size": m.parameterSize,
                     "quantization": m.quantization, "capabilities": m.capabilities,
                     "context_length": Self.nullable(m.contextLength), "loaded": m.loaded,
-                    "pinned": self.isPinned(m.tag),
+                    "pinned": self.isPinned(m.tag), "cloud": m.cloud,
+                    "shared": !m.cloud || self.runtime.isShared(m.tag),
                 ]
             },
             "pinned_models": self.pinnedModels,

@@ -136,7 +136,13 @@ struct Handset {
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }
         let answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools), c)
-        if c.json { CLI.printJSON(answer.json) } else if !c.stream { print(answer.result.text) }
+        if c.json {
+            CLI.printJSON(answer.json)
+        } else if !c.stream {
+            // A reasoning model's thinking on stderr, apart from the answer.
+            if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
+            print(answer.result.text)
+        }
     }
 }
 

@@ -32,6 +32,28 @@ import Testing
         #expect(status.advertisedModels == status.models)
     }
 
+    /// Issue 34: a cloud stub (a few hundred bytes, the "smallest" model) beside a local one, offline: the stub is
+    /// not the trial model, its failing `show` does not fail the probe, the local model is advertised and the stub
+    /// is listed as cloud and not advertised.
+    @Test(arguments: [EmulatorConfiguration.CloudMode.offline, .disabled, .online])
+    func aCloudStubNeverFailsVerificationAndIsNotAdvertised(_ cloud: EmulatorConfiguration.CloudMode) async throws {
+        let (emulator, endpoint) = try Self.emulator {
+            $0.models = ["gpt-oss:120b-cloud", "llama3.2:3b"]
+            $0.cloud = cloud
+        }
+        defer { emulator.stop() }
+        let status = try await Self.verifier().verify(endpoint: endpoint)
+        #expect(status.verified && status.available)
+        #expect(status.models.map(\.tag) == ["gpt-oss:120b-cloud", "llama3.2:3b"])
+        #expect(status.models.map(\.cloud) == [true, false])
+        // The trial ran on the local model.
+        #expect(status.models.filter(\.loaded).map(\.tag) == ["llama3.2:3b"])
+        #expect(status.advertisedModels.map(\.tag) == ["llama3.2:3b"])
+        var shared = status
+        shared.sharedCloudModels = ["gpt-oss:120b-cloud"]
+        #expect(shared.advertisedModels.map(\.tag) == ["gpt-oss:120b-cloud", "llama3.2:3b"])
+    }
+
     @Test func trialPrefersAModelAlreadyLoaded() async throws {
         let (emulator, endpoint) = try Self.emulator { $0.loaded = ["qwen2.5:7b"] }
         defer { emulator.stop() }

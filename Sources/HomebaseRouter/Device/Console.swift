@@ -5,8 +5,8 @@ import HomebaseNode
 /// Terminal I/O shared by the `handset` and `guest` chats.
 public enum Console {
     /// One line on stderr.
-    public static func err(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+    public static func err(_ line: String, newline: Bool = true) {
+        FileHandle.standardError.write(Data((newline ? line + "\n" : line).utf8))
     }
 
     static func out(_ text: String) {
@@ -32,6 +32,9 @@ public enum Console {
         return await session.chat(request, model: c.model) { event in
             switch event {
             case .text(let text): Self.out(text)
+            // Reasoning goes to stderr, apart from the answer on stdout; so does the queue position.
+            case .reasoning(let thought): Self.err(thought, newline: false)
+            case .queued(let position): Self.err("[queued: \(position == 1 ? "next" : "position \(position)")]")
             case .restart(let reason):
                 Self.out("\n")
                 Self.err(ChatOutput.restartMarker(reason))
