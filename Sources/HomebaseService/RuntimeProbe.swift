@@ -34,6 +34,7 @@ struct RuntimeProbe: Sendable {
                     tag: model.name, family: model.family, parameterSize: model.parameterSize,
                     quantization: model.quantization, capabilities: model.capabilities ?? ["completion"],
                     contextLength: nil, loaded: false, cloud: true))
+                sizes[model.name] = model.size
                 continue
             }
             let info: OllamaModelInfo
