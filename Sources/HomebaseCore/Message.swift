@@ -82,6 +82,57 @@ public struct ChatMessage: Codable, Equatable, Hashable, Sendable {
     }
 }
 
+/// How much a reasoning model should think (`infer.request` `options.think`): `false` (not at all), `true`
+/// (the model's default), or an effort `low`, `medium`, `high`. Absent: the runtime's default (Ollama thinks
+/// for a model with the `thinking` capability).
+public enum ThinkSetting: String, Codable, Equatable, Hashable, Sendable, CaseIterable {
+    case off = "false", on = "true", low, medium, high
+
+    /// From a command line or JSON text: `false`/`no`/`off`, `true`/`on`, `low`, `medium`, `high`.
+    public init?(text: String) {
+        switch text.lowercased() {
+        case "false", "no", "off", "none": self = .off
+        case "true", "yes", "on": self = .on
+        case "low": self = .low
+        case "medium": self = .medium
+        case "high": self = .high
+        default: return nil
+        }
+    }
+
+    /// JSON `false` / `true`, or the effort as a string.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let flag = try? c.decode(Bool.self) {
+            self = flag ? .on : .off
+            return
+        }
+        let text = try c.decode(String.self)
+        guard let setting = ThinkSetting(rawValue: text), setting != .off, setting != .on else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "think is false, true, low, medium or high")
+        }
+        self = setting
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .off: try c.encode(false)
+        case .on: try c.encode(true)
+        default: try c.encode(self.rawValue)
+        }
+    }
+
+    /// OpenAI-compatible `reasoning_effort` (Ollama reads `none` as think off); nil for the default.
+    public var reasoningEffort: String? {
+        switch self {
+        case .off: "none"
+        case .on: nil
+        case .low, .medium, .high: self.rawValue
+        }
+    }
+}
+
 /// Generation options of `infer.request`; every field optional.
 public struct InferOptions: Codable, Equatable, Sendable {
     public var temperature: Double?
@@ -89,18 +140,21 @@ public struct InferOptions: Codable, Equatable, Sendable {
     public var maxTokens: Int?
     public var stop: [String]?
     public var seed: Int?
+    /// How much a reasoning model thinks; nil keeps the runtime's default.
+    public var think: ThinkSetting?
 
     public init(temperature: Double? = nil, topP: Double? = nil, maxTokens: Int? = nil, stop: [String]? = nil,
-                seed: Int? = nil) {
+                seed: Int? = nil, think: ThinkSetting? = nil) {
         self.temperature = temperature
         self.topP = topP
         self.maxTokens = maxTokens
         self.stop = stop
         self.seed = seed
+        self.think = think
     }
 
     enum CodingKeys: String, CodingKey {
-        case temperature, topP = "top_p", maxTokens = "max_tokens", stop, seed
+        case temperature, topP = "top_p", maxTokens = "max_tokens", stop, seed, think
     }
 
     public init(from decoder: any Decoder) throws {
@@ -109,6 +163,7 @@ public struct InferOptions: Codable, Equatable, Sendable {
         self.topP = try c.decodeIfPresent(Double.self, forKey: .topP)
         self.maxTokens = try c.decodeIfPresent(Int.self, forKey: .maxTokens)
         self.seed = try c.decodeIfPresent(Int.self, forKey: .seed)
+        self.think = try c.decodeIfPresent(ThinkSetting.self, forKey: .think)
         // `stop` may be one string or an array of strings, as in OpenAI's API.
         if let one = try? c.decodeIfPresent(String.self, forKey: .stop) {
             self.stop = [one]

@@ -78,14 +78,17 @@ public struct ChatOptions: Sendable, Hashable {
     public var maxTokens: Int?
     public var stop: [String]
     public var seed: Int?
+    /// How much a reasoning model thinks (`chat --think`); nil keeps the runtime's default.
+    public var think: ThinkSetting?
 
     public init(temperature: Double? = nil, topP: Double? = nil, maxTokens: Int? = nil, stop: [String] = [],
-                seed: Int? = nil) {
+                seed: Int? = nil, think: ThinkSetting? = nil) {
         self.temperature = temperature
         self.topP = topP
         self.maxTokens = maxTokens
         self.stop = stop
         self.seed = seed
+        self.think = think
     }
 }
 

@@ -227,7 +227,7 @@ public struct RelayInferenceClient: Sendable {
 
     static func inferOptions(_ options: ChatOptions) -> InferOptions {
         InferOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
-                     stop: options.stop.isEmpty ? nil : options.stop, seed: options.seed)
+                     stop: options.stop.isEmpty ? nil : options.stop, seed: options.seed, think: options.think)
     }
 }
 

@@ -425,10 +425,15 @@ extension InferenceServer {
             self.paceForRunning()
             let token = job.token
             let options = job.request.options
+            // `think` goes only to a model that can think: Ollama refuses an effort for any other (400).
+            let thinks = self.runtime.current.models.contains {
+                $0.tag == job.request.model && $0.capabilities.contains("thinking")
+            }
             let chatRequest = ChatRequest(
                 messages: job.request.messages,
                 options: ChatOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
-                                     stop: options.stop ?? [], seed: options.seed))
+                                     stop: options.stop ?? [], seed: options.seed,
+                                     think: thinks ? options.think : nil))
             // The engine pushes its reads straight into the stream, on its own thread; the server hears only
             // the end.
             let server = self.server

@@ -70,7 +70,7 @@ struct Guest {
         } else {
             try s.settings.setExternalSelection(nil)
         }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")]), c)
+        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {

@@ -166,6 +166,10 @@ enum VectorGenerator {
         }
         decode("infer.request-minimal", #"{"type":"infer.request","id":"\#(id)","model":"m","messages":[]}"#, "valid",
                type: "infer.request", "options and conversation are optional")
+        decode("infer.request-think-effort", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":"low"}}"#,
+               "valid", type: "infer.request", "think may be an effort: low, medium or high")
+        decode("infer.request-think-false", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":false}}"#,
+               "valid", type: "infer.request", "think may be false (no reasoning) or true (the model's default)")
         decode("infer.chunk-reasoning", #"{"type":"infer.chunk","id":"\#(id)","seq":1,"text":"","reasoning":"Let me think."}"#,
                "valid", type: "infer.chunk", "a chunk may carry the model's reasoning beside its text")
         decode("infer.error-reasoning-budget", #"{"type":"infer.error","id":"x","code":"reasoning_budget","message":"max_tokens spent reasoning"}"#,
@@ -206,6 +210,7 @@ enum VectorGenerator {
             ("infer.chunk-seq-string", #"{"type":"infer.chunk","id":"x","seq":"0","text":"t"}"#, "seq is a string"),
             ("infer.chunk-id-number", #"{"type":"infer.chunk","id":5,"seq":0,"text":"t"}"#, "id is a number"),
             ("infer.chunk-reasoning-number", #"{"type":"infer.chunk","id":"x","seq":0,"text":"","reasoning":1}"#, "reasoning is a number"),
+            ("infer.request-think-unknown", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":"max"}}"#, "think is neither a boolean nor low, medium or high"),
             ("infer.queued-position-string", #"{"type":"infer.queued","id":"x","position":"2"}"#, "position is a string"),
             ("infer.done-chunks-string", #"{"type":"infer.done","id":"x","finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":1},"chunks":"2"}"#, "chunks is a string"),
             ("settings.model_choice-vision-string", #"{"type":"settings.model_choice","model_id":"m","vision":"no","origin":"o"}"#, "vision is a string"),

@@ -52,6 +52,11 @@ struct RealOllamaTests {
             let streamed = events.compactMap { if case .reasoning(let r) = $0 { r } else { nil } }
             #expect(streamed.count > 1 && streamed.joined() == reasoning)
             #expect((answer.json["reasoning"] as? String) == reasoning)
+            // think: false reaches the runtime (reasoning_effort none): no reasoning, the same answer.
+            let quiet = await system.handset.session.chat(
+                ChatRequest(messages: [.user(prompt)], options: ChatOptions(think: .off)))
+            #expect(quiet.result.fallback == nil && quiet.result.reasoning == nil)
+            #expect(quiet.result.text == IntegrationOllama.expectedText(prompt))
 
             // The same through a friend's device (contact channel).
             let dir = StateDirectory(explicit: temporaryDirectory("guest"), tool: "guest")
