@@ -280,6 +280,8 @@ public enum InferErrorCode: String, Codable, Sendable, CaseIterable {
     case hostError = "host_error"
     /// The answer's token budget (`max_tokens`) ran out while the model was still reasoning: no answer came.
     case reasoningBudget = "reasoning_budget"
+    /// The conversation is longer than the context the runtime serves for the model (it would be cut silently).
+    case contextExceeded = "context_exceeded"
 }
 
 public struct InferError: Codable, Equatable, Sendable {

@@ -104,6 +104,13 @@ public struct InferenceLimits: Sendable, Equatable {
         return .milliseconds(Int64(min(ms, UInt64(Int64.max / 1000))))
     }
 
+    /// A low estimate of the tokens `messages` take: a token per 4 bytes of UTF-8 (English runs 4 to 5
+    /// characters a token), plus 4 per message for the chat template. Low on purpose: a request is refused for
+    /// its length only when it surely does not fit.
+    public static func estimatedPromptTokens(_ messages: [ChatMessage]) -> Int {
+        messages.reduce(0) { $0 + $1.content.utf8.count / 4 + 4 }
+    }
+
     /// Why `request` breaks a protocol limit, or nil if it does not.
     public func violation(of request: InferRequest) -> String? {
         if request.hasTools { return "tools never cross the wire" }

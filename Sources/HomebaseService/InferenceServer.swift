@@ -377,6 +377,18 @@ extension InferenceServer {
                             model: request.model, to: sender, channel: channel)
                 return
             }
+            // Ollama cuts a prompt longer than the context it serves silently: refuse it by name instead.
+            if let info = status.models.first(where: { $0.tag == request.model }), let context = info.contextLength,
+                context > 0, InferenceLimits.estimatedPromptTokens(served.messages) > context
+            {
+                let tokens = InferenceLimits.estimatedPromptTokens(served.messages)
+                let source = info.contextServed
+                    ? "" : " by default (OLLAMA_CONTEXT_LENGTH raises it; confirmed once the model is loaded)"
+                self.refuse(.contextExceeded,
+                            "the conversation is about \(tokens) tokens; \(request.model) serves \(context)\(source)",
+                            id: request.id, model: request.model, to: sender, channel: channel)
+                return
+            }
             let hasSlot = self.hasSlot(for: request.model)
             guard hasSlot || self.queue.count < self.limits.maxQueued else {
                 self.refuse(.busy, "the host is busy", id: request.id,

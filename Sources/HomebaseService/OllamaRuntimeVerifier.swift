@@ -67,11 +67,8 @@ public struct OllamaRuntimeVerifier: Sendable {
             }
             // The trial loaded a model; report that rather than the state from before it. Losing this
             // refresh only costs a stale flag until the monitor's next probe.
-            if let loaded = try? await probe.loadedNames() {
-                for index in snapshot.models.indices {
-                    let tag = RuntimeProbe.normalized(snapshot.models[index].tag)
-                    snapshot.models[index].loaded = loaded.contains(tag)
-                }
+            if let loaded = try? await probe.loaded() {
+                RuntimeProbe.apply(loaded: loaded, to: &snapshot.models)
             }
         }
         return RuntimeStatus(endpoint: client.endpoint, verified: true, available: true, version: snapshot.version,

@@ -49,22 +49,44 @@ struct RuntimeProbe: Sendable {
             }
             fresh.entries[model.name] = (model.digest, info)
             sizes[model.name] = model.size
-            models.append(RuntimeModelInfo(
+            var entry = RuntimeModelInfo(
                 tag: model.name, family: model.family, parameterSize: model.parameterSize,
                 quantization: model.quantization, capabilities: info.capabilities,
-                contextLength: info.contextLength, loaded: false))
+                contextLength: info.contextLength, loaded: false)
+            entry.trainedContextLength = info.contextLength
+            models.append(entry)
         }
         cache = fresh
-        let loaded = try await self.loadedNames()
-        for index in models.indices {
-            models[index].loaded = loaded.contains(Self.normalized(models[index].tag))
-        }
+        Self.apply(loaded: try await self.loaded(), to: &models)
         return Snapshot(version: version, models: models, sizes: sizes)
     }
 
-    /// Names `/api/ps` lists, normalised (`:latest` added) so they compare with tags.
-    func loadedNames() async throws -> Set<String> {
-        Set(try await self.client.ps().map { Self.normalized($0.name) })
+    /// Ollama's context when nothing says otherwise (`OLLAMA_CONTEXT_LENGTH` unset, under 24 GiB of VRAM):
+    /// what an unloaded model is advertised with, labelled a default, until `/api/ps` reports what it serves.
+    static let defaultContextLength = 4096
+
+    /// Marks each model loaded or not, with the context it is served with: what `/api/ps` reports for a loaded
+    /// one, else the trained length capped at `defaultContextLength` (`contextServed` false).
+    static func apply(loaded: [String: Int?], to models: inout [RuntimeModelInfo]) {
+        for index in models.indices where !models[index].cloud {
+            let served = loaded[Self.normalized(models[index].tag)]
+            models[index].loaded = served != nil
+            if let context = served ?? nil {
+                models[index].contextLength = context
+                models[index].contextServed = true
+            } else {
+                models[index].contextLength = models[index].trainedContextLength.map { min($0, Self.defaultContextLength) }
+                models[index].contextServed = false
+            }
+        }
+    }
+
+    /// What `/api/ps` lists, by name normalised (`:latest` added) so they compare with tags, with the context
+    /// each is served with when the server says.
+    func loaded() async throws -> [String: Int?] {
+        var out: [String: Int?] = [:]
+        for model in try await self.client.ps() { out[Self.normalized(model.name)] = .some(model.contextLength) }
+        return out
     }
 
     /// A model name as Ollama stores it: `:latest` added when the name has no tag.

@@ -14,6 +14,11 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     /// to a third party. Never a trial model, and advertised only when the owner shares it
     /// (`homebase config --share-cloud`).
     public var cloud: Bool
+    /// What the model was trained for (`/api/show`'s `<arch>.context_length`); `contextLength` is what is
+    /// served: `/api/ps`'s once loaded (`contextServed`), else this capped at Ollama's default.
+    public var trainedContextLength: Int?
+    /// `contextLength` is what the runtime reports serving (the model is loaded), not a default.
+    public var contextServed = false
 
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
                 contextLength: Int?, loaded: Bool, cloud: Bool = false) {
@@ -31,6 +36,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case tag, family, parameterSize, quantization, capabilities, contextLength, loaded, cloud
+        case trainedContextLength, contextServed
     }
 
     /// Reports written before `cloud` existed read as local models.
@@ -44,6 +50,8 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.contextLength = try c.decodeIfPresent(Int.self, forKey: .contextLength)
         self.loaded = try c.decode(Bool.self, forKey: .loaded)
         self.cloud = try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false
+        self.trainedContextLength = try c.decodeIfPresent(Int.self, forKey: .trainedContextLength)
+        self.contextServed = try c.decodeIfPresent(Bool.self, forKey: .contextServed) ?? false
     }
 }
 

@@ -133,6 +133,7 @@ extension StatusReport {
                     "quantization": m.quantization, "capabilities": m.capabilities,
                     "context_length": Self.nullable(m.contextLength), "loaded": m.loaded,
                     "pinned": self.isPinned(m.tag), "cloud": m.cloud,
+                    "context_source": m.contextLength == nil ? NSNull() : (m.contextServed ? "served" : "default"),
                     "shared": !m.cloud || self.runtime.isShared(m.tag),
                 ]
             },

@@ -469,6 +469,26 @@ import Testing
         await h.stop()
     }
 
+    /// Issue 34: a conversation longer than the context the runtime serves would be cut silently by Ollama: it
+    /// is refused by name, saying whether the context is served or a default.
+    @Test func aConversationLongerThanTheContextIsRefusedByName() async throws {
+        var model = FakeRuntime.model("qwen2.5:7b")
+        model.contextLength = 4096
+        let runtime = FakeRuntime(FakeRuntime.up([model]))
+        let engine = FakeEngine(FakeEngine.answer(["ok"]))
+        let (h, phone) = try await Self.setUp(engine: engine, runtime: runtime)
+        let long = String(repeating: "word ", count: 4000)  // 20,000 bytes: about 5,000 tokens
+        h.request("long", from: phone.messenger, messages: [.user(long)])
+        #expect(await phone.inbox.finished("long") == [.inferError(InferError(
+            id: "long", code: .contextExceeded,
+            message: "the conversation is about 5004 tokens; qwen2.5:7b serves 4096 by default "
+                + "(OLLAMA_CONTEXT_LENGTH raises it; confirmed once the model is loaded)"))])
+        #expect(engine.calls == 0)
+        h.request("short", from: phone.messenger, messages: [.user(String(repeating: "word ", count: 3000))])
+        guard case .inferDone = await phone.inbox.finished("short").last else { Issue.record("short not served"); return }
+        await h.stop()
+    }
+
     @Test func busyWhenEverySlotAndTheQueueAreTaken() async throws {
         let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
         let (h, phone) = try await Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)

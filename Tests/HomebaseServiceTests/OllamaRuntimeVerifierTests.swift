@@ -25,7 +25,11 @@ import Testing
         #expect(status.endpoint == endpoint && status.verified && status.available)
         #expect(status.version == "0.32.6" && status.checkedAtMs == 1_234 && status.lastError == nil)
         #expect(status.models.map(\.tag) == ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"])
-        #expect(status.models.map(\.contextLength) == [32768, 131072, 2048])
+        // Issue 34: the context served, not the trained one: llama3.2:3b is loaded (the trial), and /api/ps says
+        // 4096; the others are unloaded: their trained length capped at Ollama's default 4096, labelled a default.
+        #expect(status.models.map(\.trainedContextLength) == [32768, 131072, 2048])
+        #expect(status.models.map(\.contextLength) == [4096, 4096, 2048])
+        #expect(status.models.map(\.contextServed) == [false, true, false])
         #expect(status.models.map(\.canComplete) == [true, true, false])
         // llama3.2:3b is smaller on disk than qwen2.5:7b: the quickest cold load. The trial loaded it.
         #expect(status.models.filter(\.loaded).map(\.tag) == ["llama3.2:3b"])
