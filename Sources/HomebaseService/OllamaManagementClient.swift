@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HomebaseCore
 import HomebaseTransport
+import Synchronization
 
 /// Ollama's native management API (`/api/*`, reference/model-apis.md §1) plus the one-token trial completion
 /// that test-before-persist needs (§2). Inference itself goes through the OpenAI-compatible provider, not here.
@@ -18,9 +19,11 @@ public struct OllamaManagementClient: Sendable {
         /// Whole-exchange limit for `keepAlive` and `trialCompletion`, which may wait for a cold model load
         /// (tens of seconds for a large model from a slow disk).
         public var loadTimeout: Duration = .seconds(300)
-        /// Longest silence in a pull. Progress lines come every ~60 ms while downloading, but verifying the
-        /// digest of a large model sends nothing for a while.
+        /// Longest silence in a pull while it downloads (progress lines come every ~60 ms then).
         public var pullIdleTimeout: Duration = .seconds(120)
+        /// Longest silence once every layer is downloaded: Ollama then hashes each new layer (`verifying sha256
+        /// digest`) with no line at all, minutes for a large model on a slow disk.
+        public var pullVerifyIdleTimeout: Duration = .seconds(30 * 60)
         /// Largest buffered body. A `/api/show` with a long license is tens of KiB; this leaves a wide margin.
         public var maxResponseBytes = 8 * 1024 * 1024
         /// Longest NDJSON line in a pull; real lines are under 300 bytes.
@@ -139,7 +142,8 @@ public struct OllamaManagementClient: Sendable {
     {
         let path = "/api/pull"
         var request = try self.request("POST", path, json: PullRequest(model: model, stream: true), timeout: nil)
-        request.idleTimeout = self.configuration.pullIdleTimeout
+        // The transport allows the longer silence; the download phase's shorter one is watched here.
+        request.idleTimeout = max(self.configuration.pullIdleTimeout, self.configuration.pullVerifyIdleTimeout)
         let head: HTTPClientResponseHead
         let body: AsyncThrowingStream<[UInt8], Error>
         do {
@@ -147,7 +151,6 @@ public struct OllamaManagementClient: Sendable {
         } catch {
             throw self.mapped(error, path: path, limit: self.configuration.connectTimeout)
         }
-        var splitter = LineSplitter(maxLineBytes: self.configuration.maxPullLineBytes)
         guard head.status == 200 else {
             var collected: [UInt8] = []
             do {
@@ -160,26 +163,71 @@ public struct OllamaManagementClient: Sendable {
             }
             throw OllamaError.http(status: head.status, message: Self.errorMessage(collected, status: head.status))
         }
-        do {
-            for try await piece in body {
-                for line in try splitter.append(piece) {
-                    if let progress = try Self.pullLine(line, model: model) {
-                        continuation.yield(progress)
-                        if progress.isSuccess { return }
+        let phase = PullPhaseBox()
+        let downloadIdle = self.configuration.pullIdleTimeout
+        let endpoint = self.endpoint
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // While layers download, a silence longer than `pullIdleTimeout` fails the pull; once every layer
+            // is complete (the server verifies digests, silently), only the transport's longer limit applies.
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: min(downloadIdle, .seconds(1)))
+                    let stalled = phase.withLock { !$0.downloaded && ContinuousClock.now - $0.lastLine > downloadIdle }
+                    if stalled {
+                        throw OllamaError.timedOut("\(endpoint) did not answer \(path) within \(OllamaError.seconds(downloadIdle))")
                     }
                 }
             }
-            if let last = try splitter.finish(), let progress = try Self.pullLine(last, model: model) {
-                continuation.yield(progress)
-                if progress.isSuccess { return }
+            group.addTask {
+                var splitter = LineSplitter(maxLineBytes: self.configuration.maxPullLineBytes)
+                do {
+                    for try await piece in body {
+                        for line in try splitter.append(piece) {
+                            if let progress = try Self.pullLine(line, model: model) {
+                                phase.withLock { $0.saw(progress) }
+                                continuation.yield(progress)
+                                if progress.isSuccess { return }
+                            }
+                        }
+                    }
+                    if let last = try splitter.finish(), let progress = try Self.pullLine(last, model: model) {
+                        continuation.yield(progress)
+                        if progress.isSuccess { return }
+                    }
+                } catch let error as LineSplitter.Error {
+                    throw OllamaError.malformed("\(path) sent a line over \(self.configuration.maxPullLineBytes) bytes"
+                        + " (\(error))")
+                } catch {
+                    throw self.mapped(error, path: path, limit: self.configuration.pullVerifyIdleTimeout)
+                }
+                throw OllamaError.pull(model: model, message: "the download ended before Ollama reported success")
             }
-        } catch let error as LineSplitter.Error {
-            throw OllamaError.malformed("\(path) sent a line over \(self.configuration.maxPullLineBytes) bytes"
-                + " (\(error))")
-        } catch {
-            throw self.mapped(error, path: path, limit: self.configuration.pullIdleTimeout)
+            // The first to end decides: the body's end (or failure), or the download-phase watchdog.
+            try await group.next()
+            group.cancelAll()
         }
-        throw OllamaError.pull(model: model, message: "the download ended before Ollama reported success")
+    }
+
+    final class PullPhaseBox: Sendable {
+        private let state = Mutex(PullPhase(lastLine: ContinuousClock.now))
+        func withLock<T: Sendable>(_ body: (inout PullPhase) -> T) -> T { self.state.withLock { body(&$0) } }
+    }
+
+    /// Where a pull stands, for its idle watchdog: when the last line came, and whether every layer seen so far
+    /// is complete (then the server verifies digests, silently). Judged from the numbers, not the status texts,
+    /// which differ between server versions.
+    struct PullPhase: Sendable {
+        var lastLine: ContinuousClock.Instant
+        var layers: [String: (total: Int64, completed: Int64)] = [:]
+        var downloaded = false
+
+        mutating func saw(_ progress: PullProgress) {
+            self.lastLine = .now
+            if let digest = progress.digest, progress.total > 0 {
+                self.layers[digest] = (progress.total, progress.completed)
+            }
+            self.downloaded = !self.layers.isEmpty && self.layers.values.allSatisfy { $0.completed >= $0.total }
+        }
     }
 
     /// Decodes one NDJSON line; `nil` for a blank line. An `error` field wins over everything else.
