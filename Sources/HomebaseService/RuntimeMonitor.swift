@@ -241,10 +241,11 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// Starts a keep-alive load for each pinned model that is installed, can complete, is not loaded and is
     /// not already being loaded. A finished load asks for a probe, so the loaded flag shows soon.
     private func warmPinnedModels(_ status: RuntimeStatus) {
-        let pinned = Set(self.pinnedModels.map(RuntimeProbe.normalized))
+        // Case-insensitively, as Ollama matches names: a pin of `Qwen2.5:7B` keeps `qwen2.5:7b` warm.
+        let pinned = Set(self.pinnedModels.map { RuntimeProbe.normalized($0).lowercased() })
         guard !pinned.isEmpty else { return }
         let cold = status.models.filter {
-            pinned.contains(RuntimeProbe.normalized($0.tag)) && $0.canComplete && !$0.loaded
+            pinned.contains(RuntimeProbe.normalized($0.tag).lowercased()) && $0.canComplete && !$0.loaded && !$0.cloud
         }
         for model in cold {
             self.state.withLock { s in

@@ -219,6 +219,27 @@ import Testing
         await h.stop()
     }
 
+    /// Issue 34: Ollama matches names case-insensitively, so does a pin; a cloud stub is never warmed (it is not
+    /// loaded here, and a keep-alive would send a request to the cloud).
+    @Test func aPinMatchesCaseInsensitivelyAndNeverWarmsACloudStub() async throws {
+        var configuration = EmulatorConfiguration()
+        configuration.models = ["qwen2.5:7b", "gpt-oss:120b-cloud"]
+        configuration.cloud = .online
+        let emulator = OllamaEmulator(configuration: configuration)
+        let port = try emulator.start(port: 0)
+        defer { emulator.stop() }
+        let h = Harness(endpoint: "http://127.0.0.1:\(port)", verified: true, pinned: ["Qwen2.5:7B", "gpt-oss:120b-cloud"])
+        var changes = h.monitor.changes.makeAsyncIterator()
+        let first = try #require(await changes.next())
+        #expect(first.models.allSatisfy { !$0.loaded })
+        try await h.clock.advanceWhenSleeping(ms: 500)
+        let warmed = try #require(await changes.next())
+        #expect(warmed.models.filter(\.loaded).map(\.tag) == ["qwen2.5:7b"])
+        let client = OllamaManagementClient(endpoint: "http://127.0.0.1:\(port)", http: HTTPClient())
+        #expect(try await client.ps().map(\.name) == ["qwen2.5:7b"])
+        await h.stop()
+    }
+
     @Test func pinsSetWhileRunningLoadTheModel() async throws {
         let emulator = OllamaEmulator(configuration: EmulatorConfiguration())
         let port = try emulator.start(port: 0)
