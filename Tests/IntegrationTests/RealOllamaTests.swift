@@ -57,6 +57,10 @@ struct RealOllamaTests {
                 ChatRequest(messages: [.user(prompt)], options: ChatOptions(think: .off)))
             #expect(quiet.result.fallback == nil && quiet.result.reasoning == nil)
             #expect(quiet.result.text == IntegrationOllama.expectedText(prompt))
+            // A budget spent reasoning (3 tokens of a 40-token think) is a named failure, not an empty answer.
+            let starved = await system.handset.session.chat(
+                ChatRequest(messages: [.user(prompt)], options: ChatOptions(maxTokens: 3)))
+            #expect(starved.result.fallback?.reason.rawValue == "error:reasoning_budget")
 
             // The same through a friend's device (contact channel).
             let dir = StateDirectory(explicit: temporaryDirectory("guest"), tool: "guest")
