@@ -22,7 +22,7 @@ public struct CrossAccountInferenceProvider: LLMProvider {
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey, model: String,
                 onDeviceFallback: any LLMProvider, conversations: ConversationTracker,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+                clock: MonotonicClock, logger: Logger = .discard()) {
         self.init(
             client: RelayInferenceClient(
                 messenger: messenger, responses: responses, host: host, channel: .contact, model: model,

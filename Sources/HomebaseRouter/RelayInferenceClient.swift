@@ -25,7 +25,8 @@ public struct RelayInferenceClient: Sendable {
     public let onDeviceFallback: any LLMProvider
     public let watchdogs: InferenceClientStateMachine.Watchdogs
     /// Milliseconds; every watchdog decision reads it. Timers sleep for the time it says is left.
-    public let clock: @Sendable () -> UInt64
+    /// Times the watchdogs: monotonic, so a step of the wall clock neither fires nor stalls them.
+    public let clock: MonotonicClock
     let newRequestID: @Sendable () -> String
     let logger: Logger
 
@@ -36,7 +37,7 @@ public struct RelayInferenceClient: Sendable {
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey,
                 channel: Channel, model: String, onDeviceFallback: any LLMProvider,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64,
+                clock: MonotonicClock,
                 newRequestID: @escaping @Sendable () -> String = { SecureRandom.uuidString() },
                 logger: Logger = .discard()) {
         self.messenger = messenger
@@ -146,7 +147,7 @@ public struct RelayInferenceClient: Sendable {
         }
         let request = InferRequest(id: id, model: self.model, messages: attempt.messages, options: options,
                                    conversation: attempt.conversation)
-        var machine = InferenceClientStateMachine(sentAtMs: self.clock(), watchdogs: self.watchdogs)
+        var machine = InferenceClientStateMachine(sentAtMs: self.clock.nowMs, watchdogs: self.watchdogs)
         self.messenger.send(.inferRequest(request), to: self.host, channel: self.channel, store: false) { outcome in
             sink.yield(.receipt(outcome))
         }
@@ -162,7 +163,7 @@ public struct RelayInferenceClient: Sendable {
             case .receipt(.receipt(let status)): action = machine.receiptReceived(status)
             case .receipt(.notConnected): action = machine.receiptReceived(.recipientOffline)
             case .relayLost: action = machine.relayLost()
-            case .timer: action = machine.timerFired(nowMs: self.clock())
+            case .timer: action = machine.timerFired(nowMs: self.clock.nowMs)
             case .frame(let message): action = self.feed(message, into: &machine)
             }
             switch action {
@@ -197,8 +198,8 @@ public struct RelayInferenceClient: Sendable {
         -> InferenceClientStateMachine.Action
     {
         switch message {
-        case .inferAccept(let accept): machine.acceptReceived(model: accept.model, nowMs: self.clock())
-        case .inferChunk(let chunk): machine.chunkReceived(seq: chunk.seq, text: chunk.text, nowMs: self.clock())
+        case .inferAccept(let accept): machine.acceptReceived(model: accept.model, nowMs: self.clock.nowMs)
+        case .inferChunk(let chunk): machine.chunkReceived(seq: chunk.seq, text: chunk.text, nowMs: self.clock.nowMs)
         case .inferDone(let done):
             machine.doneReceived(finishReason: done.finishReason, usage: done.usage, chunks: done.chunks)
         case .inferError(let error): machine.errorReceived(code: error.code, message: error.message)
@@ -247,12 +248,12 @@ extension RelayInferenceEvent {
 /// The one armed watchdog timer of an attempt: a task that sleeps until the machine's deadline (by the
 /// injected clock) and then posts `.timer`. Re-arming cancels the previous sleep.
 private struct TimerSlot {
-    let clock: @Sendable () -> UInt64
+    let clock: MonotonicClock
     let sink: AsyncStream<RelayInferenceEvent>.Continuation
     var task: Task<Void, Never>?
     var deadline: UInt64?
 
-    init(clock: @escaping @Sendable () -> UInt64, sink: AsyncStream<RelayInferenceEvent>.Continuation) {
+    init(clock: MonotonicClock, sink: AsyncStream<RelayInferenceEvent>.Continuation) {
         self.clock = clock
         self.sink = sink
     }
@@ -265,7 +266,7 @@ private struct TimerSlot {
         let clock = self.clock
         let sink = self.sink
         // At least 1 ms, so a clock that lags the sleep cannot make the re-arm loop spin.
-        let now = clock()
+        let now = clock.nowMs
         let leftMs = max(deadline > now ? deadline - now : 0, force ? 1 : 0)
         self.task = Task {
             if leftMs > 0 {

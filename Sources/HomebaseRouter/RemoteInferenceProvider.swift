@@ -17,7 +17,7 @@ public struct RemoteInferenceProvider: LLMProvider {
 
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey, model: String,
                 onDeviceFallback: any LLMProvider, watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+                clock: MonotonicClock, logger: Logger = .discard()) {
         self.init(client: RelayInferenceClient(
             messenger: messenger, responses: responses, host: host, channel: .syncDelta, model: model,
             onDeviceFallback: onDeviceFallback, watchdogs: watchdogs, clock: clock, logger: logger))

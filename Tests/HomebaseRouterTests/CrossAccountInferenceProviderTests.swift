@@ -100,7 +100,7 @@ import Testing
         let joined = InMemoryJoinedHomebaseStore([Fixture.joined(RelayRig.hostKey, lastHeardMs: 1)])
         let factory = RelayInferenceProviderFactory(
             responses: rig.responses, http: .unavailable, joined: joined, watchdogs: RelayRig.ladder,
-            clock: { 1_000 + monotonicMs() })
+            wallClock: WallClock { 1_000 + monotonicMs() }, timers: MonotonicClock { monotonicMs() })
         let provider = factory.makeCrossAccount(host: RelayRig.hostKey, model: "llama3.1:70b",
                                                 fallback: RelayRig.fallback)
         let result = try await provider.complete(ChatRequest(messages: Self.firstTurn))

@@ -128,7 +128,7 @@ struct RelayRig {
     func remote(ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder,
                 host: PublicKey = RelayRig.hostKey) -> RemoteInferenceProvider {
         RemoteInferenceProvider(messenger: self.client, responses: self.responses, host: host, model: "qwen2.5:7b",
-                                onDeviceFallback: Self.fallback, watchdogs: ladder, clock: { monotonicMs() })
+                                onDeviceFallback: Self.fallback, watchdogs: ladder, clock: MonotonicClock { monotonicMs() })
     }
 
     func crossAccount(conversations: ConversationTracker,
@@ -138,7 +138,7 @@ struct RelayRig {
         CrossAccountInferenceProvider(
             messenger: self.client, responses: self.responses, host: Self.hostKey, model: "llama3.1:70b",
             onDeviceFallback: Self.fallback, conversations: conversations, watchdogs: ladder,
-            clock: { monotonicMs() })
+            clock: MonotonicClock { monotonicMs() })
     }
 
     /// Infer message types the client sent, in order.

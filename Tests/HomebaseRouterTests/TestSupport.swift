@@ -188,7 +188,7 @@ struct Harness {
         let clock = self.clock
         return LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime, adverts: self.adverts,
                          joined: self.joined, factory: self.factory, isHomebase: self.isHomebase,
-                         clock: { clock.read() })
+                         clock: WallClock { clock.read() })
     }
 
     // Shorthands for scenario set-up.
