@@ -91,6 +91,10 @@ public final class RelayMessenger: PeerMessenger {
     /// (`inboundCapacity`); not an envelope rule, so not one of envelope.md §5's reasons.
     public static let inboundFullReason = "inbound_full"
 
+    /// The drop reason of messages whose replay ids the state database could not record (they stay
+    /// unacknowledged, so the relay delivers them again on the next connection).
+    public static let storeErrorReason = "store_error"
+
     /// - Parameters:
     ///   - seen: the persisted replay set; nil keeps none (only for throwaway tools).
     ///   - relation: who a sender is to this device (roster, contacts), read per envelope.
@@ -691,8 +695,11 @@ public final class RelayMessenger: PeerMessenger {
                                        sentAtMs: item.message.sentAtMs, settled: !awaits)
             }
             guard let recorded = try? seen.record(entries) else {
+                // Not a replay: the store failed. Counted as what it is (issue 38, defect 3).
                 self.inboundQueue.release(opened.count)
-                for item in opened { self.drop(.replay, from: item.message.sender) }
+                self.state.withLock { $0.drops[Self.storeErrorReason, default: 0] += opened.count }
+                self.logger.warning("Recording replay ids failed; the messages stay unacknowledged",
+                                    metadata: ["messages": "\(opened.count)"])
                 return []
             }
             records = recorded

@@ -76,6 +76,8 @@ final class RelayConnection: TCPConnectionDelegate {
     var fleetStoresIssued = 0
     var fleetStoresDone = 0
     var fleetHeld: [(afterStore: Int, sendID: UInt32, recipient: PublicKey, payload: [UInt8])] = []
+    /// The payload bytes in `fleetHeld`, at most `RelayLimits.outboundQueueMaxBytes`.
+    var fleetHeldBytes = 0
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
     /// `tcp.bytesSent` when the sweep last saw the kernel take bytes (or nothing queued), and when: a queue that
@@ -318,6 +320,9 @@ final class RelayConnection: TCPConnectionDelegate {
             }
         case .send(let frames):
             for f in frames { self.writeFrame(f) }
+        case .refuse(let sendID, let status):
+            if let reason = RelayMetrics.DropReason(refused: status) { self.server.metrics.dropped(reason) }
+            if sendID != 0 { self.writeFrame(.receipt(sendID: sendID, status: status)) }
         case .route(let sendID, let recipient, let store, let payload):
             self.server.route(from: self, sendID: sendID, recipient: recipient, store: store, payload: payload)
         case .acknowledge(let id):

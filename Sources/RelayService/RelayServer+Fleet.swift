@@ -9,6 +9,14 @@ extension RelayServer {
                         payload: ArraySlice<UInt8>)
     {
         if sender.fleetStoresIssued > sender.fleetStoresDone {
+            // Bounded like the connection's outbound queue: a sender whose STOREs stall (JetStream electing a
+            // leader) cannot pile live frames up without end. Refused as not delivered, which a client sends again.
+            guard sender.fleetHeldBytes + payload.count <= self.configuration.limits.outboundQueueMaxBytes else {
+                self.metrics.dropped(.fleetHeldFull)
+                if sendID != 0 { self.receipt(to: sender, sendID: sendID, .recipientOffline) }
+                return
+            }
+            sender.fleetHeldBytes += payload.count
             sender.fleetHeld.append((sender.fleetStoresIssued, sendID, recipient, Array(payload)))
             return
         }
@@ -50,6 +58,7 @@ extension RelayServer {
         while released < sender.fleetHeld.count, sender.fleetHeld[released].afterStore <= sender.fleetStoresDone {
             let h = sender.fleetHeld[released]
             released += 1
+            sender.fleetHeldBytes -= h.payload.count
             if let t = self.presence.session(for: h.recipient) {
                 // The recipient logged in here meanwhile.
                 let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: sender.key!,

@@ -107,4 +107,40 @@ import Testing
         #expect(await nextInbound(third, timeout: .milliseconds(500)) == nil)
         third.stop()
     }
+
+    /// Issue 38, defect 3: a state database that cannot record replay ids is counted as `store_error`, not as a
+    /// replay, and the message stays unacknowledged (it comes again once the store works).
+    @Test func aReplayStoreFailureIsCountedAsAStoreErrorNotAReplay() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inbound-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let hostKey = SigningSecretKey.generate()
+        let sender = try await connectedMessenger(relay)
+        defer { sender.stop() }
+        #expect(await sender.sendAndWait(.contactJoin(name: "Sam"), to: hostKey.publicKey, channel: .contact,
+                                         store: true) == .receipt(.stored))
+
+        func host(breakStore: Bool) async throws -> RelayMessenger {
+            let db = try Database(path: dir + "/state.db")
+            let seen = try SeenMessageStore(database: db, syncsEveryCommit: false)
+            if breakStore { try db.execute("DROP TABLE seen_messages") }
+            let m = RelayMessenger(url: relay.url, key: hostKey, seen: seen, relation: { _ in .contact },
+                                   logger: .discard())
+            m.start()
+            var events = m.events.makeAsyncIterator()
+            guard case .connected = await events.next() else { throw MessengerTestError("did not connect") }
+            return m
+        }
+        let broken = try await host(breakStore: true)
+        #expect(await SettledDeliveryTests.eventually { broken.dropCounts[RelayMessenger.storeErrorReason] == 1 })
+        #expect(broken.dropCounts["replay"] == nil)
+        broken.stop()
+        try FileManager.default.removeItem(atPath: dir + "/state.db")
+
+        let working = try await host(breakStore: false)
+        #expect(await nextInbound(working)?.message == .contactJoin(name: "Sam"), "the message was acknowledged")
+        working.stop()
+    }
 }
