@@ -133,13 +133,13 @@ public final class LLMRouter: Sendable {
             case .unavailable(let from, let reason):
                 return RoutedFallbackProvider(base: onDevice, annotation: Fallback(from: from, reason: reason))
             case .available(.crossAccount(let record, let tag)):
-                let primary = self.factory.makeCrossAccount(host: record.host, model: model ?? tag, fallback: onDevice)
+                let primary = self.factory.makeCrossAccount(host: record.host, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             case .available(.localEndpoint(let endpoint, let tag)):
                 let primary = self.factory.makeOllama(endpoint: endpoint, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             case .available(.sibling(let advert, let tag)):
-                let primary = self.factory.makeRemote(host: advert.host, model: model ?? tag, fallback: onDevice)
+                let primary = self.factory.makeRemote(host: advert.host, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             }
         }

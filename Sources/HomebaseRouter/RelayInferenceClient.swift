@@ -3,18 +3,15 @@ import HomebaseCrypto
 import HomebaseNode
 
 /// The engine shared by `RemoteInferenceProvider` and `CrossAccountInferenceProvider`: it runs one chat
-/// request against a host over the relay (Protocol/messages.md §2) and answers it with the on-device
-/// fallback whenever the remote path fails.
+/// request against a host over the relay (Protocol/messages.md §2).
 ///
 /// Per attempt it sends `infer.request` live (never stored) with a fresh UUID, and feeds an
 /// `InferenceClientStateMachine` with the relay's receipt, the host's answer frames (routed by
 /// `InferenceResponseRouter`), watchdog timers and relay disconnects. On `.fail` it sends `infer.cancel`
-/// when the machine asks, and the same request goes to `onDeviceFallback`, annotated
-/// `{from: remote|cross-account, reason: <the failure's label>}`. A request with tools is never sent.
-///
-/// What callers see follows `LLMProvider`'s contract: text streams as chunks arrive; after a failure that
-/// follows partial output comes `.restart(reason)` and then the fallback's whole answer; `.done` is whole and
-/// from one provider. The provider never fails: at worst the floor answers.
+/// when the machine asks and ends its stream with `.failed`, the reason named by the machine's failure label
+/// (`accept_timeout`, `offline`, `error:<code>`, …); a request with tools is never sent (`.failed` with `tools`).
+/// The one cross-account retry on `cache_miss` happens here; falling back does not: the router wraps every
+/// provider in the one `FallbackProvider`, which answers on-device and names the reason (issue 38, item 5).
 public struct RelayInferenceClient: Sendable {
     public let messenger: any PeerMessenger
     public let responses: InferenceResponseRouter
@@ -22,7 +19,6 @@ public struct RelayInferenceClient: Sendable {
     /// `.syncDelta` for this account's Homebase, `.contact` for a friend's.
     public let channel: Channel
     public let model: String
-    public let onDeviceFallback: any LLMProvider
     public let watchdogs: InferenceClientStateMachine.Watchdogs
     /// Milliseconds; every watchdog decision reads it. Timers sleep for the time it says is left.
     /// Times the watchdogs: monotonic, so a step of the wall clock neither fires nor stalls them.
@@ -35,7 +31,7 @@ public struct RelayInferenceClient: Sendable {
     ///   - watchdogs: the ladder; the specification's 10 s / 90 s / 30 s by default.
     ///   - newRequestID: request ids; random v4 UUIDs by default.
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey,
-                channel: Channel, model: String, onDeviceFallback: any LLMProvider,
+                channel: Channel, model: String,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
                 clock: MonotonicClock,
                 newRequestID: @escaping @Sendable () -> String = { SecureRandom.uuidString() },
@@ -45,7 +41,6 @@ public struct RelayInferenceClient: Sendable {
         self.host = host
         self.channel = channel
         self.model = model
-        self.onDeviceFallback = onDeviceFallback
         self.watchdogs = watchdogs
         self.clock = clock
         self.newRequestID = newRequestID
@@ -69,10 +64,14 @@ public struct RelayInferenceClient: Sendable {
         }
     }
 
-    /// The whole answer of `stream`: the `.done` result. Throws only when the caller was cancelled first.
+    /// The whole answer of `stream`: the `.done` result, or its failure thrown.
     func complete(_ request: ChatRequest, plan: RelayAttemptPlan) async throws(ProviderError) -> ChatResult {
         for await event in self.stream(request, plan: plan) {
-            if case .done(let result) = event { return result }
+            switch event {
+            case .done(let result): return result
+            case .failed(let error): throw error
+            default: continue
+            }
         }
         throw ProviderError(.error("cancelled"), detail: "the request was cancelled")
     }
@@ -81,7 +80,7 @@ public struct RelayInferenceClient: Sendable {
              continuation: AsyncStream<ChatStreamEvent>.Continuation) async {
         if request.hasTools {
             // Tools never cross the wire (seed 000 §6): the agent loop stays on the device.
-            await self.fallBack(request, reason: .tools, emittedOutput: false, continuation: continuation)
+            continuation.yield(.failed(ProviderError(.tools, detail: "a request with tools is answered on the device")))
             return
         }
         let options = Self.inferOptions(request.options)
@@ -105,25 +104,11 @@ public struct RelayInferenceClient: Sendable {
                     attempt = retry
                     continue
                 }
-                self.logger.info("relay inference failed, answering on-device",
-                                 metadata: ["reason": reason.label])
-                await self.fallBack(request, reason: FallbackReason(rawValue: reason.label), emittedOutput: emitted,
-                                    continuation: continuation)
+                self.logger.info("relay inference failed", metadata: ["reason": reason.label])
+                continuation.yield(.failed(ProviderError(FallbackReason(rawValue: reason.label),
+                                                         detail: "relay inference failed: \(reason.label)")))
                 return
             }
-        }
-    }
-
-    /// Answers `request` with the on-device fallback (and the floor should even that fail), annotated.
-    private func fallBack(_ request: ChatRequest, reason: FallbackReason, emittedOutput: Bool,
-                          continuation: AsyncStream<ChatStreamEvent>.Continuation) async {
-        let annotation = Fallback(from: self.kind, reason: reason)
-        if emittedOutput { continuation.yield(.restart(reason)) }
-        if let failure = await StreamRelay.forward(
-            self.onDeviceFallback.stream(request), to: continuation, annotating: annotation)
-        {
-            if failure.emittedOutput { continuation.yield(.restart(failure.error.reason)) }
-            _ = await StreamRelay.forward(FloorProvider().stream(request), to: continuation, annotating: annotation)
         }
     }
 

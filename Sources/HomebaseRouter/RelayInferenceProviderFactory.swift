@@ -70,13 +70,13 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
         self.http.anthropic(model, apiKey)
     }
 
-    public func makeRemote(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
-        RemoteInferenceProvider(client: self.client(host: host, channel: .syncDelta, model: model, fallback: fallback))
+    public func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
+        RemoteInferenceProvider(client: self.client(host: host, channel: .syncDelta, model: model))
     }
 
-    public func makeCrossAccount(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
+    public func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {
         CrossAccountInferenceProvider(
-            client: self.client(host: host, channel: .contact, model: model, fallback: fallback),
+            client: self.client(host: host, channel: .contact, model: model),
             conversations: self.conversations)
     }
 
@@ -84,11 +84,10 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
         self.http.onDevice(deviceModel)
     }
 
-    private func client(host: PublicKey, channel: Channel, model: String, fallback: any LLMProvider)
-        -> RelayInferenceClient
+    private func client(host: PublicKey, channel: Channel, model: String) -> RelayInferenceClient
     {
         RelayInferenceClient(messenger: self.messenger, responses: self.responses, host: host, channel: channel,
-                             model: model, onDeviceFallback: fallback, watchdogs: self.watchdogs, clock: self.timers,
+                             model: model, watchdogs: self.watchdogs, clock: self.timers,
                              logger: self.logger)
     }
 }

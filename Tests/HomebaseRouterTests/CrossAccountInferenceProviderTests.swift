@@ -101,8 +101,7 @@ import Testing
         let factory = RelayInferenceProviderFactory(
             responses: rig.responses, http: .unavailable, joined: joined, watchdogs: RelayRig.ladder,
             wallClock: WallClock { 1_000 + monotonicMs() }, timers: MonotonicClock { monotonicMs() })
-        let provider = factory.makeCrossAccount(host: RelayRig.hostKey, model: "llama3.1:70b",
-                                                fallback: RelayRig.fallback)
+        let provider = factory.makeCrossAccount(host: RelayRig.hostKey, model: "llama3.1:70b")
         let result = try await provider.complete(ChatRequest(messages: Self.firstTurn))
         #expect(result.providerKind == .crossAccount)
         #expect(try #require(joined.record(for: RelayRig.hostKey)).lastHeardMs > 1)

@@ -54,8 +54,8 @@ import Testing
         #expect(factory.makeAnthropic(model: "claude", apiKey: { nil }).kind == .anthropic)
         #expect(factory.makeOllama(endpoint: Fixture.endpoint(), model: "m").kind == .ollama)
         #expect(factory.makeOnDevice(deviceModel: nil).kind == .onDevice)
-        #expect(factory.makeRemote(host: RelayRig.hostKey, model: "m", fallback: FloorProvider()).kind == .remote)
-        #expect(factory.makeCrossAccount(host: RelayRig.hostKey, model: "m", fallback: FloorProvider()).kind
+        #expect(factory.makeRemote(host: RelayRig.hostKey, model: "m").kind == .remote)
+        #expect(factory.makeCrossAccount(host: RelayRig.hostKey, model: "m").kind
             == .crossAccount)
     }
 }
