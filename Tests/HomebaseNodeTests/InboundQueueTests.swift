@@ -14,6 +14,27 @@ import Testing
                        message: .contactJoin(name: "n\(n)"), sentAtMs: 1, messageID: [UInt8(n)])
     }
 
+    /// A relay, a state folder for the host (which is not connected yet), and a connected sender.
+    struct Rig {
+        let relay: LocalRelay
+        let dir: String
+        let hostKey = SigningSecretKey.generate()
+        let sender: RelayMessenger
+
+        init() async throws {
+            self.relay = try LocalRelay()
+            self.dir = FileManager.default.temporaryDirectory.appendingPathComponent("inbound-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: self.dir, withIntermediateDirectories: true)
+            self.sender = try await connectedMessenger(self.relay)
+        }
+
+        func stop() {
+            self.sender.stop()
+            self.relay.stop()
+            try? FileManager.default.removeItem(atPath: self.dir)
+        }
+    }
+
     @Test func reservationsNeverPassTheCapacityAndTakingFreesAPlace() async {
         let queue = InboundQueue(capacity: 3)
         #expect(queue.reserve(2) == 2)
@@ -45,14 +66,9 @@ import Testing
     /// Five stored frames reach a host whose consumer takes nothing: two fit, three are refused (counted), and the
     /// refused ones are neither recorded as seen nor acknowledged, so the next connection gets exactly them.
     @Test func aBurstPastTheCapacityIsRefusedUnacknowledgedAndComesAgain() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inbound-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let hostKey = SigningSecretKey.generate()
-        let sender = try await connectedMessenger(relay)
-        defer { sender.stop() }
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let (relay, dir, hostKey, sender) = (rig.relay, rig.dir, rig.hostKey, rig.sender)
         for n in 0..<5 {
             let outcome = await sender.sendAndWait(.contactJoin(name: "n\(n)"), to: hostKey.publicKey,
                                                    channel: .contact, store: true)
@@ -111,14 +127,9 @@ import Testing
     /// Issue 38, defect 3: a state database that cannot record replay ids is counted as `store_error`, not as a
     /// replay, and the message stays unacknowledged (it comes again once the store works).
     @Test func aReplayStoreFailureIsCountedAsAStoreErrorNotAReplay() async throws {
-        let relay = try LocalRelay()
-        defer { relay.stop() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inbound-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let hostKey = SigningSecretKey.generate()
-        let sender = try await connectedMessenger(relay)
-        defer { sender.stop() }
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let (relay, dir, hostKey, sender) = (rig.relay, rig.dir, rig.hostKey, rig.sender)
         #expect(await sender.sendAndWait(.contactJoin(name: "Sam"), to: hostKey.publicKey, channel: .contact,
                                          store: true) == .receipt(.stored))
 
