@@ -14,8 +14,10 @@ public enum HubError: Error, Equatable, Sendable, CustomStringConvertible {
     case checksumMismatch(path: String, expected: String, actual: String)
     /// Writing to disk failed (the disk is full, say); nothing half-written was kept.
     case disk(String)
-    /// Another process holds the blob's lock.
+    /// Another process holds the blob's lock (the path of the lock file).
     case locked(String)
+    /// The model is downloading already, in this process or another (its id); a start was refused.
+    case alreadyDownloading(String)
     case cancelled
 
     public var description: String {
@@ -33,7 +35,9 @@ public enum HubError: Error, Equatable, Sendable, CustomStringConvertible {
         case .checksumMismatch(let path, let expected, let actual):
             return "\(path): sha256 \(actual.prefix(12))… does not match the Hub's \(expected.prefix(12))…; the file was deleted"
         case .disk(let why): return "cannot write the model: \(why); nothing partial was kept"
-        case .locked(let path): return "another download holds \(path)"
+        case .locked(let path): return "another download holds the lock \(path)"
+        case .alreadyDownloading(let id):
+            return "already downloading ('handset models cancel \(id)' stops it)"
         case .cancelled: return "cancelled"
         }
     }
