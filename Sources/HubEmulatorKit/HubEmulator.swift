@@ -54,7 +54,7 @@ public final class HubEmulator: Sendable {
 
     /// The sha256 the emulator announces for a repo's `model.safetensors`, and its size (tests compare).
     public func weights(of id: String) -> (sha256: String, size: Int)? {
-        guard let file = self.repoFiles(id)?.first(where: { $0.path == "model.safetensors" }) else { return nil }
+        guard let file = self.repoFiles(id)?.first(where: { $0.path.hasSuffix("model.safetensors") }) else { return nil }
         return (file.sha256!, file.content.count)
     }
 
@@ -165,8 +165,11 @@ public final class HubEmulator: Sendable {
             guard parts[3] == "main" || parts[3] == sha else {
                 return Self.error(writer, 404, code: "RevisionNotFound", "Invalid rev id: \(parts[3])")
             }
-            let tree = JSONNode.array((self.repoFiles(id) ?? []).map(\.treeEntry))
-            return Self.json(writer, tree)
+            // The Hub lists only the top level (files and folders) unless asked for `recursive`.
+            let recursive = request.head.query.contains {
+                $0.name == "recursive" && ["1", "true", "True"].contains($0.value)
+            }
+            return Self.json(writer, .array(RepoFiles.tree(self.repoFiles(id) ?? [], recursive: recursive)))
         }
         guard parts.count == 2 || (parts.count == 4 && parts[2] == "revision") else {
             return Self.error(writer, 404, code: nil, "Not Found")
@@ -269,7 +272,9 @@ public final class HubEmulator: Sendable {
     func repoFiles(_ id: String) -> [ServedFile]? {
         guard let record = self.records[id] else { return nil }
         if let cached = self.files.withLock({ $0[id] }) { return cached }
-        let made = RepoFiles.make(id: id, record: record, weightBytes: self.configuration.weightBytes)
+        let nested = self.configuration.faults.nested
+        let made = RepoFiles.make(id: id, record: record, weightBytes: self.configuration.weightBytes,
+                                  weightsFolder: nested.contains("*") || nested.contains(id) ? "weights/" : "")
         self.files.withLock { $0[id] = made }
         return made
     }

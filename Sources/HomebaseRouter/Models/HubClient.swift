@@ -114,7 +114,9 @@ public struct HubClient: Sendable {
         guard let commit = node["sha"]?.stringValue, HubTree.isHex(commit, count: 40) else {
             throw .malformed("model info has no commit sha")
         }
-        let tree = try await self.get("\(self.endpoint)/api/models/\(id)/tree/\(commit)", maxBytes: 16 << 20)
+        // Without `recursive=1` the Hub lists only the top level: weights in a subfolder would be missed.
+        let tree = try await self.get("\(self.endpoint)/api/models/\(id)/tree/\(commit)?recursive=1",
+                                      maxBytes: 16 << 20)
         do { return (commit.lowercased(), try HubTree.parse(tree.body)) } catch { throw .malformed(error.description) }
     }
 
