@@ -68,8 +68,10 @@ public struct LoadedModel: Sendable, Equatable {
 ///
 /// State lives in the handset's state database (the `device.` namespace, never synced): ready markers
 /// (`models.ready`), the catalog (`models.catalog`), a record per download in flight or failed
-/// (`models.download.<id>`, carrying the owner's pid, progress and a cancel flag, so `handset models cancel` in
-/// another process can stop it), and the device-capable setting. Custom repos are a preference
+/// (`models.download.<id>`, a `DownloadRecord`: the owner's pid and attempt, progress and a cancel flag, so
+/// `handset models cancel` or `delete` in another process can stop it), and the device-capable setting.
+/// `DownloadStateMachine` owns the download states: every command observes the record and applies the machine's
+/// actions in one transaction of the state database (`step`), so processes never race each other. Custom repos are a preference
 /// (`settings.` namespace). Weights live in the Hub cache, which the app does not own.
 public final class OnDeviceModelStore: Sendable {
     enum Key {
