@@ -165,11 +165,24 @@ public final class HubEmulator: Sendable {
             guard parts[3] == "main" || parts[3] == sha else {
                 return Self.error(writer, 404, code: "RevisionNotFound", "Invalid rev id: \(parts[3])")
             }
-            // The Hub lists only the top level (files and folders) unless asked for `recursive`.
+            // The Hub lists only the top level (files and folders) unless asked for `recursive`, a page at a time
+            // with a `Link` to the next, as the listing does.
             let recursive = request.head.query.contains {
                 $0.name == "recursive" && ["1", "true", "True"].contains($0.value)
             }
-            return Self.json(writer, .array(RepoFiles.tree(self.repoFiles(id) ?? [], recursive: recursive)))
+            let entries = RepoFiles.tree(self.repoFiles(id) ?? [], recursive: recursive)
+            let offset = request.head.queryValue("cursor").flatMap(Self.decodeCursor) ?? 0
+            let page = entries.dropFirst(offset).prefix(max(1, self.configuration.pageSize))
+            var headers = [("Content-Type", "application/json; charset=utf-8")]
+            if offset + page.count < entries.count {
+                let host = request.header("Host") ?? "\(self.configuration.host):\(self.configuration.port)"
+                var items = request.head.query.filter { $0.name != "cursor" }.map {
+                    "\(Self.escape($0.name))=\(Self.escape($0.value))"
+                }
+                items.append("cursor=" + Self.encodeCursor(offset + page.count))
+                headers.append(("Link", "<http://\(host)\(request.path)?\(items.joined(separator: "&"))>; rel=\"next\""))
+            }
+            return writer.respond(status: 200, headers: headers, body: JSONNode.array(Array(page)).serialized())
         }
         guard parts.count == 2 || (parts.count == 4 && parts[2] == "revision") else {
             return Self.error(writer, 404, code: nil, "Not Found")

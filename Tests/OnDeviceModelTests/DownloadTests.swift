@@ -239,6 +239,22 @@ import Testing
             atPath: hub.layout.snapshotFile(curatedVision, commit: loaded.commit, path: "weights/model.safetensors")))
     }
 
+    @Test func aTreeInPagesIsReadToTheEnd() async throws {
+        var faults = HubFaults()
+        faults.nested = [curatedVision]
+        // Two entries a page (a folder and five files): the weights are on the last of three.
+        let hub = try Hub(faults: faults, pageSize: 2)
+        defer { hub.stop() }
+        let first = try await Hub.http.send(HTTPRequest(url: "\(hub.endpoint)/api/models/\(curatedVision)/tree/main?recursive=1"))
+        #expect(try HubTree.parse(first.body).count == 1)  // a directory entry and one file
+        #expect(first.head.header("Link")?.contains("cursor=") == true)
+        let store = try hub.store()
+        try await store.download(curatedVision)
+        #expect(store.loadedModel(curatedVision)?.weightFiles == 1)
+        #expect(hub.emulator.hitCount("/api/models/\(curatedVision)/tree/" + (try String(
+            contentsOfFile: hub.layout.ref(curatedVision), encoding: .utf8))) == 3)
+    }
+
     @Test func aSecondStartIsRefusedInWordsAndLeavesTheFirstAlone() async throws {
         var faults = HubFaults()
         faults.slowBytesPerSecond = 400_000

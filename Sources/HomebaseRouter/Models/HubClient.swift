@@ -114,10 +114,19 @@ public struct HubClient: Sendable {
         guard let commit = node["sha"]?.stringValue, HubTree.isHex(commit, count: 40) else {
             throw .malformed("model info has no commit sha")
         }
-        // Without `recursive=1` the Hub lists only the top level: weights in a subfolder would be missed.
-        let tree = try await self.get("\(self.endpoint)/api/models/\(id)/tree/\(commit)?recursive=1",
-                                      maxBytes: 16 << 20)
-        do { return (commit.lowercased(), try HubTree.parse(tree.body)) } catch { throw .malformed(error.description) }
+        // Without `recursive=1` the Hub lists only the top level: weights in a subfolder would be missed. A long
+        // tree comes in pages linked like the listing's.
+        var url: String? = "\(self.endpoint)/api/models/\(id)/tree/\(commit)?recursive=1"
+        var files: [HubFile] = []
+        var pages = 0
+        while let next = url {
+            pages += 1
+            guard pages <= Self.maxPages else { throw .malformed("the file tree has more than \(Self.maxPages) pages") }
+            let tree = try await self.get(next, maxBytes: 16 << 20)
+            do { files += try HubTree.parse(tree.body) } catch { throw .malformed(error.description) }
+            url = LinkHeader.next(tree.head.header("Link"))
+        }
+        return (commit.lowercased(), files)
     }
 
     /// A GET whose non-2xx answers become `HubError.http` with the Hub's `X-Error-Code`.
