@@ -105,8 +105,13 @@ public struct DownloadStateMachine: Sendable, Equatable {
     public let pid: Int32
     /// The persisted ready markers, as last observed or changed here.
     public private(set) var readyIDs: Set<String>
-    /// Download records as last observed or written, and whether their owner was alive when observed.
-    private var records: [String: (record: DownloadRecord, alive: Bool)] = [:]
+    /// A download record as last observed or written, and whether its owner was alive when observed.
+    struct Observed: Equatable, Sendable {
+        var record: DownloadRecord
+        var alive: Bool
+    }
+
+    private var records: [String: Observed] = [:]
     /// The attempts this process runs, by model id.
     private var mine: [String: Int] = [:]
     /// When each of this process's attempts last persisted its progress.
@@ -120,12 +125,6 @@ public struct DownloadStateMachine: Sendable, Equatable {
         self.isCapable = isCapable
         self.readyIDs = readyIDs
         self.pid = pid
-    }
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.isCapable == b.isCapable && a.pid == b.pid && a.readyIDs == b.readyIDs && a.mine == b.mine
-            && a.nextAttempt == b.nextAttempt && a.records.mapValues { "\($0.record)\($0.alive)" }
-            == b.records.mapValues { "\($0.record)\($0.alive)" }
     }
 
     // MARK: Observations
@@ -150,16 +149,16 @@ public struct DownloadStateMachine: Sendable, Equatable {
         if let held = self.records[id]?.record, self.isOurs(record, id), self.isOurs(held, id) {
             record.fraction = max(record.fraction, held.fraction)
         }
-        self.records[id] = (record, self.isOurs(record, id) || ownerAlive)
+        self.records[id] = Observed(record: record, alive: self.isOurs(record, id) || ownerAlive)
     }
 
     // MARK: Queries
 
     public func state(_ id: String) -> DownloadState {
         guard self.isCapable else { return .unsupported }
-        if let (record, alive) = self.records[id] {
-            if let failure = record.failure { return .failed(failure) }
-            if alive && !record.cancel { return .downloading(record.fraction) }
+        if let observed = self.records[id] {
+            if let failure = observed.record.failure { return .failed(failure) }
+            if observed.alive && !observed.record.cancel { return .downloading(observed.record.fraction) }
         }
         return self.readyIDs.contains(id) ? .ready : .absent
     }
@@ -167,7 +166,7 @@ public struct DownloadStateMachine: Sendable, Equatable {
     /// Whether `attempt` of this process is still the download of `id`: its record is there, is its own, and
     /// carries no cancel. Polled by the download; false means stop.
     public func isCurrent(_ id: String, attempt: Int) -> Bool {
-        guard self.mine[id] == attempt, let (record, _) = self.records[id] else { return false }
+        guard self.mine[id] == attempt, let record = self.records[id]?.record else { return false }
         return self.isOurs(record, id) && !record.cancel && record.failure == nil
     }
 
@@ -197,7 +196,7 @@ public struct DownloadStateMachine: Sendable, Equatable {
             self.mine[id] = attempt
             self.persistedAtMs[id] = nil
             let record = DownloadRecord(pid: self.pid, attempt: attempt)
-            self.records[id] = (record, true)
+            self.records[id] = Observed(record: record, alive: true)
             return (.begin(attempt: attempt), [.persistRecord(id, record)])
         }
     }
@@ -208,7 +207,7 @@ public struct DownloadStateMachine: Sendable, Equatable {
     public mutating func progress(_ id: String, attempt: Int, fraction: Double, nowMs: UInt64) -> (Bool, [Action]) {
         guard self.isCurrent(id, attempt: attempt), var record = self.records[id]?.record else { return (false, []) }
         record.fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
-        self.records[id] = (record, true)
+        self.records[id] = Observed(record: record, alive: true)
         if let last = self.persistedAtMs[id], nowMs < last + Self.progressPersistMs { return (true, []) }
         self.persistedAtMs[id] = nowMs
         return (true, [.persistRecord(id, record)])
@@ -240,7 +239,7 @@ public struct DownloadStateMachine: Sendable, Equatable {
             return (self.state(id), [.persistReady(id), .removeRecord(id)])
         case (true, .failed(let message)):
             let record = DownloadRecord.failed(message)
-            self.records[id] = (record, false)
+            self.records[id] = Observed(record: record, alive: false)
             return (self.state(id), [.persistRecord(id, record)])
         default:
             // Cancelled, deleted or superseded: back to absent, partials gone. Our own record (a cancel flag) goes
@@ -265,16 +264,16 @@ public struct DownloadStateMachine: Sendable, Equatable {
     /// Cancels the download of `id`, wherever it runs. Observe the record first, in the same transaction. The state
     /// reads `absent` at once; the owner sees the flag at its next poll.
     public mutating func cancel(_ id: String) -> (CancelOutcome, [Action]) {
-        guard let (record, alive) = self.records[id], record.failure == nil, !record.cancel else {
+        guard let observed = self.records[id], observed.record.failure == nil, !observed.record.cancel else {
             return (.notDownloading, [])
         }
-        guard alive else {
+        guard observed.alive else {
             self.records[id] = nil
             return (.cleanedUp, [.removePartials(id), .removeRecord(id)])
         }
-        var cancelled = record
+        var cancelled = observed.record
         cancelled.cancel = true
-        self.records[id] = (cancelled, alive)
+        self.records[id] = Observed(record: cancelled, alive: true)
         return (.requested, [.persistRecord(id, cancelled)])
     }
 
