@@ -146,6 +146,8 @@ public struct DownloadStateMachine: Sendable, Equatable {
             self.records[id] = nil
             return
         }
+        // Another process wrote it: a fraction outside 0…1 (or NaN) shows as its nearest end.
+        record.fraction = Self.clamped(record.fraction)
         if let held = self.records[id]?.record, self.isOurs(record, id), self.isOurs(held, id) {
             record.fraction = max(record.fraction, held.fraction)
         }
@@ -206,7 +208,7 @@ public struct DownloadStateMachine: Sendable, Equatable {
     @discardableResult
     public mutating func progress(_ id: String, attempt: Int, fraction: Double, nowMs: UInt64) -> (Bool, [Action]) {
         guard self.isCurrent(id, attempt: attempt), var record = self.records[id]?.record else { return (false, []) }
-        record.fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
+        record.fraction = Self.clamped(fraction)
         self.records[id] = Observed(record: record, alive: true)
         if let last = self.persistedAtMs[id], nowMs < last + Self.progressPersistMs { return (true, []) }
         self.persistedAtMs[id] = nowMs
@@ -284,6 +286,10 @@ public struct DownloadStateMachine: Sendable, Equatable {
         self.records[id] = nil
         self.readyIDs.remove(id)
         return [.removeRecord(id), .removeReady(id), .removeFiles(id)]
+    }
+
+    static func clamped(_ fraction: Double) -> Double {
+        min(max(fraction.isNaN ? 0 : fraction, 0), 1)
     }
 
     private func isOurs(_ record: DownloadRecord, _ id: String) -> Bool {

@@ -194,6 +194,17 @@ import Testing
         #expect(m.state(self.id) == .ready)
     }
 
+    @Test func aHostileRecordReadsAsSomethingSane() {
+        var m = DownloadStateMachine(isCapable: true, readyIDs: [], pid: 100)
+        for (fraction, shown) in [(7.0, 1.0), (-3.0, 0.0), (Double.nan, 0.0), (Double.infinity, 1.0)] {
+            m.observed(self.id, record: DownloadRecord(pid: 5, attempt: 1, fraction: fraction), ownerAlive: true)
+            #expect(m.state(self.id) == .downloading(shown))
+        }
+        // A record naming this process but no attempt of it is not ours: it never makes an attempt current.
+        m.observed(self.id, record: DownloadRecord(pid: 100, attempt: 0), ownerAlive: true)
+        #expect(!m.isCurrent(self.id, attempt: 0))
+    }
+
     @Test func recordsWrittenBeforeAttemptsDecode() throws {
         let old = #"{"cancel":false,"fraction":0.5,"pid":77}"#
         let record = try JSONDecoder().decode(DownloadRecord.self, from: Data(old.utf8))

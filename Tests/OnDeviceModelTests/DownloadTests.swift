@@ -239,6 +239,20 @@ import Testing
             atPath: hub.layout.snapshotFile(curatedVision, commit: loaded.commit, path: "weights/model.safetensors")))
     }
 
+    @Test func anUnreadableRecordIsNoDownloadAndAStartReplacesIt() async throws {
+        let hub = try Hub()
+        defer { hub.stop() }
+        let store = try hub.store()
+        for garbage in ["{", "[]", #"{"pid":"x"}"#, String(repeating: "9", count: 4000)] {
+            try hub.device.set(garbage, forKey: "models.download." + curatedVision)
+            #expect(store.state(curatedVision) == .absent)
+            #expect(store.cancel(curatedVision) == .notDownloading)
+        }
+        try await store.download(curatedVision)
+        #expect(store.state(curatedVision) == .ready)
+        #expect(hub.device.keys(withPrefix: "models.download.").isEmpty)
+    }
+
     @Test func aTreeInPagesIsReadToTheEnd() async throws {
         var faults = HubFaults()
         faults.nested = [curatedVision]
