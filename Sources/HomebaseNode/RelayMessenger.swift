@@ -441,8 +441,7 @@ public final class RelayMessenger: PeerMessenger {
     /// a new handshake to it, unless one is under way or a session may send, so its next message finds a live
     /// session (§7.5). A stranger gets nothing, as always.
     private func initiateAfterLostSession(with peer: PublicKey, channel: Channel) {
-        guard (try? self.receiver.checkEntitlement(channel: channel, messageType: "",
-                                                   relation: self.relation(peer))) != nil
+        guard (try? self.receiver.checkSessionEntitlement(channel: channel, relation: self.relation(peer))) != nil
         else { return }
         let now = self.wallClock()
         let frame = self.state.withLock { s -> [UInt8]? in
@@ -478,9 +477,8 @@ public final class RelayMessenger: PeerMessenger {
             try self.receiver.checkHeader(header.commonHeader, deliveredBy: relaySender, nowMs: now,
                                           expectedVersion: SessionEnvelopeHeader.version)
             if header.kind == .initiation {
-                // No stranger makes sessions: the channel's entitlement, for no message type in particular.
-                try self.receiver.checkEntitlement(channel: header.channel, messageType: "",
-                                                   relation: self.relation(relaySender))
+                // Rule 8a: a sibling on sync_delta, a granted contact on contact; no stranger makes sessions.
+                try self.receiver.checkSessionEntitlement(channel: header.channel, relation: self.relation(relaySender))
             }
         } catch {
             self.drop(error, from: relaySender)
