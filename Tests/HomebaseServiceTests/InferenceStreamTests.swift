@@ -56,7 +56,7 @@ import Testing
     /// Records the messages sent.
     final class MessageRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         var isConnected: Bool { true }
         let sent = Mutex<[Message]>([])
@@ -145,7 +145,7 @@ import Testing
     /// Records each send and whether it asked for a RECEIPT; answers `outcome` to those that did.
     final class ReceiptRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         let connected = Mutex(true)
         var isConnected: Bool { self.connected.withLock { $0 } }
@@ -232,7 +232,7 @@ import Testing
     /// A messenger whose relay link paces (or not), recording chunk texts.
     final class PacedRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         var isConnected: Bool { true }
         let paced = Mutex(false)
