@@ -67,6 +67,13 @@ public struct HomebaseCheckOptions: Sendable {
 ///   inference checks after it then run on that session. Skipped for a v1-only guest or a v1-only host.
 /// - `inference-ordering`: `infer.accept` first, `infer.chunk` seq 0…n-1, one `infer.done` with `chunks` n and
 ///   `finish_reason` stop or length, nothing for that id in the 1 s after.
+///   `infer.queued` may come between the accept and the first chunk, each with a `position` ≥ 1 lower than the
+///   last; a chunk with `reasoning` has an empty `text`.
+/// - `queue-told`: two requests at once for one model; one that waited for the other (its first chunk after the
+///   other's end) was told so by `infer.queued` within 1 s of its accept (a host whose runtime served both at
+///   once makes it skip).
+/// - `reasoning-apart` (a granted model with the `thinking` capability): its answer carries reasoning only in
+///   chunks' `reasoning` (their `text` empty), at least one such chunk, and ordering holds; skipped without one.
 /// - `model-unavailable`: a model no host has ends in `infer.error model_unavailable`; when the grant is a list
 ///   the tag is also outside it, so `not_granted` is accepted too (the host checks the grant first).
 /// - `cache-miss`: an incremental request for an unknown conversation ends in `infer.error cache_miss`.
@@ -88,7 +95,8 @@ public enum HomebaseChecks {
     /// Names of every check, in order.
     public static let names = [
         "grant-signature", "grant-payload", "advert-after-grant", "advert-signature", "advert-payload",
-        "advert-request", "session-handshake", "inference-ordering", "model-unavailable", "cache-miss",
+        "advert-request", "session-handshake", "inference-ordering", "queue-told", "reasoning-apart",
+        "model-unavailable", "cache-miss",
         "incremental-served", "cancel-stops-stream", "replay-not-served-twice", "inference-envelopes",
         "contact-revoke", "not-granted-after-revoke",
     ]
@@ -211,6 +219,8 @@ private final class HomebaseCheckRun {
         self.step("advert-request", self.advertRequest)
         self.step("session-handshake", self.sessionHandshake)
         self.step("inference-ordering", self.inferenceOrdering)
+        self.step("queue-told", self.queueTold)
+        self.step("reasoning-apart", self.reasoningApart)
         self.step("model-unavailable", self.modelUnavailable)
         self.step("cache-miss", self.cacheMiss)
         self.step("incremental-served", self.incrementalServed)
@@ -480,10 +490,19 @@ private final class HomebaseCheckRun {
         if case .inferError(let e) = first { return "answered infer.error \(e.code): \(e.message)" }
         guard case .inferAccept = first else { return "first message is \(first.brief), not infer.accept" }
         var expected = 0
+        var lastPosition = Int.max
         for (i, m) in ms.enumerated().dropFirst() {
             switch m {
+            case .inferQueued(let q):
+                if expected > 0 { return "infer.queued after the first infer.chunk" }
+                if q.position < 1 { return "infer.queued position \(q.position) below 1" }
+                if q.position >= lastPosition { return "infer.queued position \(q.position) did not improve on \(lastPosition)" }
+                lastPosition = q.position
             case .inferChunk(let c):
                 guard c.seq == expected else { return "infer.chunk seq \(c.seq) where \(expected) was due" }
+                if let r = c.reasoning, !r.isEmpty, !c.text.isEmpty {
+                    return "infer.chunk seq \(c.seq) carries reasoning and text together"
+                }
                 expected += 1
             case .inferDone(let d):
                 if d.chunks != expected { return "infer.done says chunks \(d.chunks) after \(expected) chunks" }
@@ -515,6 +534,67 @@ private final class HomebaseCheckRun {
             let x = try self.exchange(self.request(model: model, prompt: "Say hello in one short sentence."))
             return Self.orderingProblem(x).map { .fail($0) } ?? .pass
         }
+    }
+
+    /// Two requests at once; one that waited for the other must have been told by `infer.queued`.
+    private func queueTold() throws -> CheckOutcome {
+        try self.withModel { model in
+            let requests = [self.request(model: model, prompt: "Name three rivers."),
+                            self.request(model: model, prompt: "Name three mountains.")]
+            let start = self.s.log.count
+            for r in requests { try self.s.send(.inferRequest(r), store: false) }
+            let ids = requests.map(\.id)
+            let ended = try self.s.pump(timeout: .seconds(120)) {
+                ids.allSatisfy { id in self.s.inferMessages(id: id, from: start).contains { $0.message.isInferTerminal } }
+            }
+            guard ended else { throw CheckFailure("the two requests did not both end within 120 s") }
+            try self.s.linger(.milliseconds(500))
+            let exchanges = requests.map { Exchange(request: $0, messages: self.s.inferMessages(id: $0.id, from: start)) }
+            if exchanges.contains(where: { if case .inferError(let e) = $0.messages.first?.message { e.code == "busy" } else { false } }) {
+                return .skip("the host refused one of two requests as busy")
+            }
+            for x in exchanges {
+                if let problem = Self.orderingProblem(x) { return .fail(problem) }
+            }
+            var waited = false
+            for (i, x) in exchanges.enumerated() {
+                let other = exchanges[1 - i]
+                guard let firstChunk = x.messages.first(where: { if case .inferChunk = $0.message { true } else { false } }),
+                      let otherEnd = other.messages.first(where: { $0.message.isInferTerminal }),
+                      let accept = x.messages.first, firstChunk.at > otherEnd.at
+                else { continue }
+                waited = true
+                guard let queued = x.messages.first(where: { if case .inferQueued = $0.message { true } else { false } })
+                else {
+                    return .fail("a request waited for the other's end (first chunk \(Self.ms(firstChunk.at - accept.at)) ms "
+                                 + "after its accept) without infer.queued")
+                }
+                if queued.at - accept.at > .seconds(1) {
+                    return .fail("infer.queued came \(Self.ms(queued.at - accept.at)) ms after the accept (at most 1 s)")
+                }
+            }
+            return waited ? .pass : .skip("the host's runtime served both at once: nothing waited")
+        }
+    }
+
+    /// A granted thinking model's reasoning arrives apart from its answer.
+    private func reasoningApart() throws -> CheckOutcome {
+        let thinking = self.advertModels.first { m in
+            m.capabilities.contains("thinking") && m.capabilities.contains("completion")
+                && (self.grant?.models.allows(m.tag) ?? false)
+        }
+        guard let model = thinking?.tag else { return .skip("no granted model with the thinking capability") }
+        let x = try self.exchange(self.request(model: model, prompt: "Is 17 a prime number?", maxTokens: 1024))
+        if let problem = Self.orderingProblem(x) { return .fail(problem) }
+        let chunks = x.messages.compactMap { if case .inferChunk(let c) = $0.message { c } else { nil } }
+        guard chunks.contains(where: { !($0.reasoning ?? "").isEmpty }) else {
+            return .fail("a thinking model answered without any chunk carrying reasoning")
+        }
+        return .pass
+    }
+
+    static func ms(_ d: Duration) -> Int {
+        Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
     }
 
     /// The request must end in `infer.error` with one of `codes` (an accept before it is allowed).

@@ -249,6 +249,7 @@ final class HomebaseGuestSession {
         self.log[from...].filter { r in
             switch r.message {
             case .inferAccept(let a): a.id == id
+            case .inferQueued(let q): q.id == id
             case .inferChunk(let c): c.id == id
             case .inferDone(let d): d.id == id
             case .inferError(let e): e.id == id
@@ -276,7 +277,8 @@ extension Message {
     var brief: String {
         switch self {
         case .inferAccept: "infer.accept"
-        case .inferChunk(let c): "infer.chunk seq \(c.seq)"
+        case .inferQueued(let q): "infer.queued position \(q.position)"
+        case .inferChunk(let c): "infer.chunk seq \(c.seq)\(c.reasoning.map { _ in " (reasoning)" } ?? "")"
         case .inferDone(let d): "infer.done (chunks \(d.chunks), \(d.finishReason))"
         case .inferError(let e): "infer.error \(e.code) (\(e.message))"
         default: self.type

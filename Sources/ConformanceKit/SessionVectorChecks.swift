@@ -95,6 +95,7 @@ extension VectorChecks {
             return .pass
         }
         guard established else { return }
+        let (establishedA, establishedB) = (ta, tb)
 
         var sent: [String: UInt64] = ["initiator": 0, "responder": 0]
         for t in (v["transport"] as? [[String: Any]]) ?? [] {
@@ -134,22 +135,46 @@ extension VectorChecks {
             }
         }
 
-        let receiverNow = try number(v["receiver_now_ms"], "receiver_now_ms")
+        // Each receiver vector from the state it states (the file's `receiver_state`), on a copy of the tables
+        // just after the handshake: never from the vectors before it.
+        var named: [String: [UInt8]] = [:]
+        for t in ((v["transport"] as? [[String: Any]]) ?? []) + ((v["setup_transport"] as? [[String: Any]]) ?? []) {
+            if let name = t["name"] as? String { named[name] = try hex(t["envelope"]) }
+        }
         for r in (v["receiver_vectors"] as? [[String: Any]]) ?? [] {
             let name = (r["name"] as? String) ?? "?"
             Self.each(runner, "\(stem)/receiver/\(name)") {
                 let bytes = try hex(r["envelope"])
                 let expect = try string(r["expect"], "expect")
                 let atInitiator = try string(r["receiver"], "receiver") == "initiator"
+                let state = try dict(r["state"], "state")
+                let at = try number(state["now_ms"], "state.now_ms")
+                var table: SessionTable
+                switch try string(state["handshake"], "state.handshake") {
+                case "established":
+                    table = atInitiator ? establishedA : establishedB
+                case "initiation_pending":
+                    guard atInitiator else { throw CheckFailure("only an initiator has an initiation pending") }
+                    table = try SessionTable(identity: a)
+                    _ = try table.initiate(
+                        to: b.publicKey, channel: channel, sessionID: try hex(v["session_id"]),
+                        ephemeral: try NoiseKeyPair(secretBytes: try hex(v["initiator_ephemeral"])),
+                        messageID: try hex(initiation["message_id"]), sentAtMs: now, nowMs: now)
+                case let other:
+                    throw CheckFailure("unknown state.handshake \(other)")
+                }
+                for opened in (state["opened"] as? [String]) ?? [] {
+                    guard let envelope = named[opened] else { throw CheckFailure("state names unknown \(opened)") }
+                    guard case .success(.transport) = table.receive(
+                        try SessionEnvelope(decoding: envelope[...]), nowMs: now, ephemeral: { .generate() },
+                        replyMessageID: { replyID }, replySentAtMs: now)
+                    else { return .fail("its state's \(opened) does not open") }
+                }
                 let got: String
                 do throws(EnvelopeError) {
                     let env = try SessionEnvelope(decoding: bytes[...])
-                    let result = atInitiator
-                        ? ta.receive(env, nowMs: receiverNow, ephemeral: { .generate() }, replyMessageID: { replyID },
-                                     replySentAtMs: receiverNow)
-                        : tb.receive(env, nowMs: receiverNow, ephemeral: { .generate() }, replyMessageID: { replyID },
-                                     replySentAtMs: receiverNow)
-                    switch result {
+                    switch table.receive(env, nowMs: at, ephemeral: { .generate() }, replyMessageID: { replyID },
+                                         replySentAtMs: at) {
                     case .success: got = "valid"
                     case .failure(let e): got = e.reason
                     }

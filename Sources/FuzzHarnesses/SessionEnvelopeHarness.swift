@@ -166,7 +166,7 @@ enum SessionEnvelopeHarness {
             try rules.checkHeader(envelope.header.commonHeader, deliveredBy: relaySender, nowMs: Self.nowMs,
                                   expectedVersion: SessionEnvelopeHeader.version)
             if envelope.header.kind == .initiation {
-                try rules.checkEntitlement(channel: envelope.header.channel, messageType: "", relation: relation)
+                try rules.checkSessionEntitlement(channel: envelope.header.channel, relation: relation)
             }
         } catch {
             return .failure(error)
@@ -222,7 +222,7 @@ enum SessionEnvelopeHarness {
             try check(header.kind == .initiation && header.counter == 0, "an initiation with counter \(header.counter)")
             try check(receiver.key.publicKey == Self.sides.b.key.publicKey, "a made no initiation of its own")
             try check(!established || header.sessionID != Self.sessionID, "an initiation reused the session id")
-            try check(header.channel == .syncDelta ? relation.isSibling : relation.isContact,
+            try check(header.channel == .syncDelta ? relation.isSibling : relation.isContact && relation.isGranted,
                       "a session made by a sender not entitled to the channel")
         case .established(let answered):
             try checkEqual(answered, header, "the response's header")
@@ -232,6 +232,9 @@ enum SessionEnvelopeHarness {
         case .transport(let opened, let plaintext, let message):
             try checkEqual(opened, header, "the transport message's header")
             try check(established && header.sessionID == Self.sessionID, "a transport message on no session")
+            try check(header.channel == .syncDelta, "a transport message on another channel than its session's")
+            try check(plaintext.count % EnvelopePadding.blockSize == 0 && !plaintext.isEmpty, "an unpadded plaintext")
+            try check(header.counter < SessionTable.rejectAfterMessages, "a counter past reject_after")
             let epoch = header.counter >> SessionTable.epochShift
             try check(epoch <= SessionTable.maxEpochsAhead, "opened a message \(epoch) epochs ahead")
             try checkEqual(Self.encrypt(plaintext, header: header, key: receiver.receiveKey), Array(bytes),
@@ -253,8 +256,14 @@ enum SessionEnvelopeHarness {
             counter: counter)
     }
 
-    /// `plaintext` padded and sealed by the sender's table on the established session (its first message: counter 0).
+    /// `plaintext` padded and sealed by the sender's table on the established session (its first message: counter 0);
+    /// on another channel than the session's (sync_delta), where the table has no session, sealed independently.
     static func seal(_ plaintext: [UInt8], channel: Channel, from sender: Side, to receiver: Side) -> [UInt8] {
+        guard channel == .syncDelta else {
+            return Self.encrypt(EnvelopePadding.pad(plaintext),
+                                header: Self.header(counter: 0, channel: channel, from: sender, to: receiver),
+                                key: receiver.receiveKey)
+        }
         var table = sender.established
         var out: [UInt8] = []
         let sealed = table.sealTransport(
@@ -285,14 +294,16 @@ enum SessionEnvelopeHarness {
         let header = Self.header(counter: counter ?? 0, channel: channel, from: sender, to: receiver)
         let independent = Self.encrypt(padded, header: header, key: receiver.receiveKey)
         let sealed: [UInt8]
-        if counter == nil {
+        if counter == nil && channel == .syncDelta {
             sealed = Self.seal(plaintext, channel: channel, from: sender, to: receiver)
             try checkEqual(sealed, independent, "the session table's sealing against ENCRYPT")
         } else {
             sealed = independent
         }
         let expected: Result<Message, EnvelopeError>
-        if header.counter >> SessionTable.epochShift > SessionTable.maxEpochsAhead {
+        if channel != .syncDelta {
+            expected = .failure(.noSession)  // the session is bound to its handshake's channel
+        } else if header.counter >> SessionTable.epochShift > SessionTable.maxEpochsAhead {
             expected = .failure(.openFailed)
         } else if let message = try? Message(json: EnvelopePadding.unpad(padded)) {
             let entitled = Result { () throws(EnvelopeError) in

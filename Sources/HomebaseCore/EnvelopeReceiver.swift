@@ -54,6 +54,21 @@ public struct EnvelopeReceiver: Sendable {
         }
     }
 
+    /// Rule 8a's entitlement (envelope.md §7.7): who may make a session on `channel`, whatever it will carry. A
+    /// sibling on sync_delta; on contact, a contact whose grant is in force (a Homebase's granted guest, a guest's
+    /// host): a pending or revoked guest, which may still send `contact.*` messages in v1, makes no session, so
+    /// the sessions a Homebase holds are bounded by its siblings and granted guests (4 each, §7.4).
+    public func checkSessionEntitlement(channel: Channel, relation: SenderRelation) throws(EnvelopeError) {
+        switch channel {
+        case .syncDelta:
+            guard relation.isSibling else { throw .notEntitled }
+        case .contact:
+            guard relation.isContact && relation.isGranted else { throw .notEntitled }
+        case .unknown:
+            throw .notEntitled
+        }
+    }
+
     /// The oldest `sent_at` a replay record must be kept for; older records can be pruned, because an
     /// envelope that old is dropped as `.expired` before the replay check.
     public func replayHorizonMs(nowMs: UInt64) -> UInt64 {
@@ -67,10 +82,15 @@ public struct SenderRelation: Equatable, Sendable {
     public var isSibling: Bool
     /// A known contact (a guest the host has heard a join from or granted, or a host the guest has joined).
     public var isContact: Bool
+    /// A contact whose grant is in force: on a Homebase, a granted guest (not pending, not revoked); on a guest,
+    /// its host. Only such a contact makes sessions (rule 8a of §7.7).
+    public var isGranted: Bool
 
-    public init(isSibling: Bool, isContact: Bool) {
+    /// `isGranted` defaults to `isContact` (a guest's view of its host).
+    public init(isSibling: Bool, isContact: Bool, isGranted: Bool? = nil) {
         self.isSibling = isSibling
         self.isContact = isContact
+        self.isGranted = isContact && (isGranted ?? true)
     }
 
     public static let stranger = SenderRelation(isSibling: false, isContact: false)

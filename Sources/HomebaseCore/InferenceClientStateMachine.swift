@@ -12,11 +12,14 @@ public struct InferenceClientStateMachine: Sendable {
         public var firstOutputMs: UInt64 = 90_000
         /// More than this between two chunks.
         public var stallMs: UInt64 = 30_000
+        /// However the queue advances (`infer.queued`), no first output within this of the accept.
+        public var maxQueueWaitMs: UInt64 = 600_000
         public init() {}
-        public init(acceptMs: UInt64, firstOutputMs: UInt64, stallMs: UInt64) {
+        public init(acceptMs: UInt64, firstOutputMs: UInt64, stallMs: UInt64, maxQueueWaitMs: UInt64 = 600_000) {
             self.acceptMs = acceptMs
             self.firstOutputMs = firstOutputMs
             self.stallMs = stallMs
+            self.maxQueueWaitMs = maxQueueWaitMs
         }
     }
 
@@ -73,6 +76,11 @@ public struct InferenceClientStateMachine: Sendable {
         case none
         /// The host admitted the request for `model`.
         case accepted(model: String)
+        /// The host queued it at `position` (1: next); the wait goes on.
+        case queued(position: Int)
+        /// A chunk with reasoning: pass the reasoning on (shown apart from the answer), then `text` (often empty)
+        /// as `.text` would.
+        case reasoning(String, text: String)
         /// Pass this text on to the caller.
         case text(String)
         /// The answer is complete.
@@ -85,6 +93,13 @@ public struct InferenceClientStateMachine: Sendable {
     public let watchdogs: Watchdogs
     public private(set) var chunksReceived = 0
     public private(set) var acceptedModel: String?
+    /// The last queue position the host told (`infer.queued`), nil when it never queued the request.
+    public private(set) var queuePosition: Int?
+    /// When the accept came: the queue's advances never stretch the first-output wait past `maxQueueWaitMs`.
+    private var acceptedAtMs: UInt64 = 0
+
+    /// Positions above this are not believed: no host queues more (ours at most 1,024).
+    public static let maxQueuePosition = 4096
 
     /// Starts the ladder when the request has been handed to the relay.
     public init(sentAtMs: UInt64, watchdogs: Watchdogs = Watchdogs()) {
@@ -115,11 +130,29 @@ public struct InferenceClientStateMachine: Sendable {
     public mutating func acceptReceived(model: String, nowMs: UInt64) -> Action {
         guard case .awaitingAccept = self.state else { return .none }
         self.acceptedModel = model
+        self.acceptedAtMs = nowMs
         self.state = .awaitingFirstOutput(deadlineMs: nowMs + self.watchdogs.firstOutputMs)
         return .accepted(model: model)
     }
 
-    public mutating func chunkReceived(seq: Int, text: String, nowMs: UInt64) -> Action {
+    /// `infer.queued`: the host holds the accepted request in its queue at `position` (1: next to start). The
+    /// first report and each advance (a lower position) count as progress: the first-output watchdog starts
+    /// again, though never past `maxQueueWaitMs` from the accept. A position that does not advance, one out of
+    /// range, or a report before the accept or after output began changes nothing (a host cannot hold a
+    /// requester by repeating itself).
+    public mutating func queuedReceived(position: Int, nowMs: UInt64) -> Action {
+        guard case .awaitingFirstOutput = self.state, (1...Self.maxQueuePosition).contains(position) else {
+            return .none
+        }
+        if let last = self.queuePosition, position >= last { return .none }
+        self.queuePosition = position
+        let deadline = min(nowMs + self.watchdogs.firstOutputMs, self.acceptedAtMs + self.watchdogs.maxQueueWaitMs)
+        self.state = .awaitingFirstOutput(deadlineMs: max(deadline, self.nextDeadlineMs ?? 0))
+        return .queued(position: position)
+    }
+
+    /// A chunk: answer text and, from a reasoning model, reasoning. Either counts as output for the watchdogs.
+    public mutating func chunkReceived(seq: Int, text: String, reasoning: String? = nil, nowMs: UInt64) -> Action {
         switch self.state {
         case .awaitingAccept:
             // A chunk without a prior accept breaks the host's ordering rule.
@@ -128,6 +161,7 @@ public struct InferenceClientStateMachine: Sendable {
             guard seq == self.chunksReceived else { return self.fail(.seqGap(expected: self.chunksReceived, got: seq)) }
             self.chunksReceived += 1
             self.state = .streaming(deadlineMs: nowMs + self.watchdogs.stallMs)
+            if let reasoning, !reasoning.isEmpty { return .reasoning(reasoning, text: text) }
             return .text(text)
         case .finished, .failed:
             return .none

@@ -140,7 +140,7 @@ extension Message {
     /// `{"type":"infer.chunk","id":…,"seq":…,"text":…}` (any key order, other keys skipped), or nil: for a
     /// repeated field, a field of another JSON type, a `seq` not written as an integer, or another message.
     static func fastChunk(_ bytes: UnsafeBufferPointer<UInt8>) -> InferChunk? {
-        var fields: (type: String?, id: String?, seq: Int?, text: String?) = (nil, nil, nil, nil)
+        var fields: (type: String?, id: String?, seq: Int?, text: String?, reasoning: String?) = (nil, nil, nil, nil, nil)
         var seen = 0
         var unsure = false
         /// A field, marking it seen: seen twice, or nil (another type, or a number that is no integer), is unsure.
@@ -159,6 +159,8 @@ extension Message {
                     fields.text = field(4, try reader.stringOrSkip())
                 } else if key.matches("seq") {
                     fields.seq = field(8, try reader.integerOrSkip())
+                } else if key.matches("reasoning") {
+                    fields.reasoning = field(16, try reader.stringOrSkip())
                 } else {
                     try reader.skip()
                 }
@@ -167,7 +169,7 @@ extension Message {
         guard read == true, !unsure, fields.type == MessageType.inferChunk, let id = fields.id, let seq = fields.seq,
             let text = fields.text
         else { return nil }
-        return InferChunk(id: id, seq: seq, text: text)
+        return InferChunk(id: id, seq: seq, text: text, reasoning: fields.reasoning)
     }
 
     /// Largest plaintext of a message type with no large field (a name, a reason, an id): anything longer is
@@ -177,7 +179,7 @@ extension Message {
     /// Types whose fields are all small (`maxSmallMessageBytes`); the others carry a conversation, a chunk of
     /// text or a signed payload.
     static let smallTypes: Set<String> = [
-        MessageType.inferAccept, MessageType.inferDone, MessageType.inferError, MessageType.inferCancel,
+        MessageType.inferAccept, MessageType.inferQueued, MessageType.inferDone, MessageType.inferError, MessageType.inferCancel,
         MessageType.advertRequest, MessageType.pairRequest, MessageType.pairReject, MessageType.modelChoice,
         MessageType.contactJoin, MessageType.contactRevoke, MessageType.contactLeave,
     ]
@@ -220,6 +222,7 @@ extension Message {
                 id: w.id, model: w.model, messages: w.messages, options: w.options ?? InferOptions(),
                 conversation: w.conversation, hasTools: w.tools?.isEmpty == false))
         case MessageType.inferAccept: self = .inferAccept(try decode(InferAccept.self))
+        case MessageType.inferQueued: self = .inferQueued(try decode(InferQueued.self))
         case MessageType.inferChunk: self = .inferChunk(try decode(InferChunk.self))
         case MessageType.inferDone: self = .inferDone(try decode(InferDone.self))
         case MessageType.inferError: self = .inferError(try decode(InferError.self))
@@ -263,6 +266,7 @@ extension Message {
                 type: self.type, id: r.id, model: r.model, messages: r.messages, options: r.options,
                 conversation: r.conversation, tools: nil))
         case .inferError(let e): return enc(Typed(type: self.type, body: e))
+        case .inferQueued(let q): return enc(Typed(type: self.type, body: q))
         case .inferCancel(let id): return enc(IDWire(type: self.type, id: id))
         case .advert(let b), .roster(let b), .contactGrant(let b): return enc(SignedWire(type: self.type, blob: b))
         case .advertRequest, .contactLeave: return enc(TypeProbe(type: self.type))
@@ -290,6 +294,7 @@ extension Message {
         case .inferChunk(let chunk):
             JSONObjectWriter.write(appendingTo: &out) { w in
                 w.string("id", chunk.id)
+                if let reasoning = chunk.reasoning { w.string("reasoning", reasoning) }
                 w.int("seq", chunk.seq)
                 w.string("text", chunk.text)
                 w.string("type", MessageType.inferChunk)
@@ -316,7 +321,7 @@ extension Message {
     public var jsonCapacityHint: Int {
         switch self {
         case .inferAccept(let a): 48 + a.id.utf8.count + a.model.utf8.count
-        case .inferChunk(let c): 48 + 20 + c.id.utf8.count + c.text.utf8.count
+        case .inferChunk(let c): 48 + 20 + c.id.utf8.count + c.text.utf8.count + (c.reasoning.map { 16 + $0.utf8.count } ?? 0)
         case .inferDone(let d): 110 + 3 * 20 + d.id.utf8.count + d.finishReason.utf8.count
         default: 256
         }

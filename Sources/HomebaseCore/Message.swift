@@ -6,6 +6,7 @@ import FoundationEssentials
 public enum Message: Equatable, Sendable {
     case inferRequest(InferRequest)
     case inferAccept(InferAccept)
+    case inferQueued(InferQueued)
     case inferChunk(InferChunk)
     case inferDone(InferDone)
     case inferError(InferError)
@@ -28,6 +29,7 @@ public enum Message: Equatable, Sendable {
         switch self {
         case .inferRequest: MessageType.inferRequest
         case .inferAccept: MessageType.inferAccept
+        case .inferQueued: MessageType.inferQueued
         case .inferChunk: MessageType.inferChunk
         case .inferDone: MessageType.inferDone
         case .inferError: MessageType.inferError
@@ -52,6 +54,7 @@ public enum Message: Equatable, Sendable {
 public enum MessageType {
     public static let inferRequest = "infer.request"
     public static let inferAccept = "infer.accept"
+    public static let inferQueued = "infer.queued"
     public static let inferChunk = "infer.chunk"
     public static let inferDone = "infer.done"
     public static let inferError = "infer.error"
@@ -79,6 +82,57 @@ public struct ChatMessage: Codable, Equatable, Hashable, Sendable {
     }
 }
 
+/// How much a reasoning model should think (`infer.request` `options.think`): `false` (not at all), `true`
+/// (the model's default), or an effort `low`, `medium`, `high`. Absent: the runtime's default (Ollama thinks
+/// for a model with the `thinking` capability).
+public enum ThinkSetting: String, Codable, Equatable, Hashable, Sendable, CaseIterable {
+    case off = "false", on = "true", low, medium, high
+
+    /// From a command line or JSON text: `false`/`no`/`off`, `true`/`on`, `low`, `medium`, `high`.
+    public init?(text: String) {
+        switch text.lowercased() {
+        case "false", "no", "off", "none": self = .off
+        case "true", "yes", "on": self = .on
+        case "low": self = .low
+        case "medium": self = .medium
+        case "high": self = .high
+        default: return nil
+        }
+    }
+
+    /// JSON `false` / `true`, or the effort as a string.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let flag = try? c.decode(Bool.self) {
+            self = flag ? .on : .off
+            return
+        }
+        let text = try c.decode(String.self)
+        guard let setting = ThinkSetting(rawValue: text), setting != .off, setting != .on else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "think is false, true, low, medium or high")
+        }
+        self = setting
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .off: try c.encode(false)
+        case .on: try c.encode(true)
+        default: try c.encode(self.rawValue)
+        }
+    }
+
+    /// OpenAI-compatible `reasoning_effort` (Ollama reads `none` as think off); nil for the default.
+    public var reasoningEffort: String? {
+        switch self {
+        case .off: "none"
+        case .on: nil
+        case .low, .medium, .high: self.rawValue
+        }
+    }
+}
+
 /// Generation options of `infer.request`; every field optional.
 public struct InferOptions: Codable, Equatable, Sendable {
     public var temperature: Double?
@@ -86,18 +140,21 @@ public struct InferOptions: Codable, Equatable, Sendable {
     public var maxTokens: Int?
     public var stop: [String]?
     public var seed: Int?
+    /// How much a reasoning model thinks; nil keeps the runtime's default.
+    public var think: ThinkSetting?
 
     public init(temperature: Double? = nil, topP: Double? = nil, maxTokens: Int? = nil, stop: [String]? = nil,
-                seed: Int? = nil) {
+                seed: Int? = nil, think: ThinkSetting? = nil) {
         self.temperature = temperature
         self.topP = topP
         self.maxTokens = maxTokens
         self.stop = stop
         self.seed = seed
+        self.think = think
     }
 
     enum CodingKeys: String, CodingKey {
-        case temperature, topP = "top_p", maxTokens = "max_tokens", stop, seed
+        case temperature, topP = "top_p", maxTokens = "max_tokens", stop, seed, think
     }
 
     public init(from decoder: any Decoder) throws {
@@ -106,6 +163,7 @@ public struct InferOptions: Codable, Equatable, Sendable {
         self.topP = try c.decodeIfPresent(Double.self, forKey: .topP)
         self.maxTokens = try c.decodeIfPresent(Int.self, forKey: .maxTokens)
         self.seed = try c.decodeIfPresent(Int.self, forKey: .seed)
+        self.think = try c.decodeIfPresent(ThinkSetting.self, forKey: .think)
         // `stop` may be one string or an array of strings, as in OpenAI's API.
         if let one = try? c.decodeIfPresent(String.self, forKey: .stop) {
             self.stop = [one]
@@ -160,14 +218,30 @@ public struct InferAccept: Codable, Equatable, Sendable {
     }
 }
 
+/// `infer.queued`: an accepted request waits for the runtime; `position` 1 is next to start. Sent after the
+/// accept and again each time the request moves up; a requester counts an advance as progress.
+public struct InferQueued: Codable, Equatable, Sendable {
+    public var id: String
+    public var position: Int
+    public init(id: String, position: Int) {
+        self.id = id
+        self.position = position
+    }
+}
+
 public struct InferChunk: Codable, Equatable, Sendable {
     public var id: String
     public var seq: Int
+    /// A piece of the answer (empty in a chunk that carries only reasoning).
     public var text: String
-    public init(id: String, seq: Int, text: String) {
+    /// A piece of the model's reasoning before (or beside) the answer, never part of the answer; absent when
+    /// there is none. A requester shows it apart and never mixes it into `text`.
+    public var reasoning: String?
+    public init(id: String, seq: Int, text: String, reasoning: String? = nil) {
         self.id = id
         self.seq = seq
         self.text = text
+        self.reasoning = reasoning
     }
 }
 
@@ -204,6 +278,10 @@ public enum InferErrorCode: String, Codable, Sendable, CaseIterable {
     case notGranted = "not_granted"
     case badRequest = "bad_request"
     case hostError = "host_error"
+    /// The answer's token budget (`max_tokens`) ran out while the model was still reasoning: no answer came.
+    case reasoningBudget = "reasoning_budget"
+    /// The conversation is longer than the context the runtime serves for the model (it would be cut silently).
+    case contextExceeded = "context_exceeded"
 }
 
 public struct InferError: Codable, Equatable, Sendable {

@@ -23,6 +23,9 @@ public struct RelaySessionStateMachine: Sendable {
         case send([RelayFrame])
         /// Hand a SEND to the hub: deliver live, store, or answer offline. Reply with a RECEIPT only if sendID != 0.
         case route(sendID: UInt32, recipient: PublicKey, store: Bool, payload: ArraySlice<UInt8>)
+        /// Refuse a SEND (relay.md §4's statuses 4-6): count the drop by `status`, and answer a RECEIPT with it only
+        /// if sendID != 0. Every refusal comes out here, so none goes uncounted (issue 38, defect 3).
+        case refuse(sendID: UInt32, status: ReceiptStatus)
         /// Delete a stored frame the client acknowledged.
         case acknowledge(deliveryID: UInt64)
         /// Close the WebSocket with this code; the counter label is `reason`.
@@ -178,10 +181,10 @@ public struct RelaySessionStateMachine: Sendable {
     private mutating func readyFrameReceived(_ frame: RelayFrame, nowMs: UInt64) -> Action {
         switch frame {
         case .send(let sendID, let recipient, let flags, let payload):
-            if flags & SendFlags.reservedMask != 0 { return self.receipt(sendID, .badFlags) }
-            if payload.count > self.limits.maxPayloadBytes { return self.receipt(sendID, .payloadTooLarge) }
+            if flags & SendFlags.reservedMask != 0 { return .refuse(sendID: sendID, status: .badFlags) }
+            if payload.count > self.limits.maxPayloadBytes { return .refuse(sendID: sendID, status: .payloadTooLarge) }
             guard self.frameBucket.take(1, nowMs: nowMs), self.byteBucket.take(Double(payload.count), nowMs: nowMs)
-            else { return self.receipt(sendID, .rateLimited) }
+            else { return .refuse(sendID: sendID, status: .rateLimited) }
             return .route(sendID: sendID, recipient: recipient, store: flags & SendFlags.store != 0, payload: payload)
         case .ack(let id):
             // delivery_id 0 marks a live frame, which has nothing to acknowledge.
@@ -189,10 +192,6 @@ public struct RelaySessionStateMachine: Sendable {
         case .auth, .challenge, .ready, .deliver, .receipt, .error:
             return self.close(.unexpectedFrame)
         }
-    }
-
-    private func receipt(_ sendID: UInt32, _ status: ReceiptStatus) -> Action {
-        sendID == 0 ? .none : .send([.receipt(sendID: sendID, status: status)])
     }
 
     private mutating func close(_ reason: CloseReason) -> Action {

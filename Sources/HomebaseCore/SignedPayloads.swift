@@ -29,9 +29,16 @@ public struct AdvertPayload: SignedPayload {
         public var capabilities: [String]
         public var contextLength: Int?
         public var loaded: Bool
+        /// `true` for a cloud model the owner shares: the host's runtime forwards prompts to a third party.
+        /// Absent for a local model.
+        public var cloud: Bool?
+        /// Where `context_length` comes from: `served` (the runtime reports it, the model is loaded) or
+        /// `default` (the runtime's default, not yet confirmed). Absent from hosts that do not say.
+        public var contextSource: String?
 
         public init(tag: String, family: String, parameterSize: String, quantization: String,
-                    capabilities: [String], contextLength: Int?, loaded: Bool) {
+                    capabilities: [String], contextLength: Int?, loaded: Bool, cloud: Bool? = nil,
+                    contextSource: String? = nil) {
             self.tag = tag
             self.family = family
             self.parameterSize = parameterSize
@@ -39,11 +46,13 @@ public struct AdvertPayload: SignedPayload {
             self.capabilities = capabilities
             self.contextLength = contextLength
             self.loaded = loaded
+            self.cloud = cloud
+            self.contextSource = contextSource
         }
 
         enum CodingKeys: String, CodingKey {
             case tag, family, parameterSize = "parameter_size", quantization, capabilities
-            case contextLength = "context_length", loaded
+            case contextLength = "context_length", loaded, cloud, contextSource = "context_source"
         }
     }
 

@@ -45,13 +45,19 @@ public struct SessionTable: Sendable {
 
     struct Session {
         var id: [UInt8]
+        /// The channel of its handshake: the session carries only messages on it (§7.2).
+        var channel: Channel
+        /// When this side established it (a responder: processed message 1; an initiator: message 2); its age for
+        /// `rekey_after`, `reject_after` and `erase_after` counts from here (§7.4).
         var establishedAtMs: UInt64
         var send: SendCipher
         var receive: ReceiveCipher
         var handshakeHash: [UInt8]
 
-        init(id: [UInt8], establishedAtMs: UInt64, send: SymmetricKey, receive: SymmetricKey, handshakeHash: [UInt8]) {
+        init(id: [UInt8], channel: Channel, establishedAtMs: UInt64, send: SymmetricKey, receive: SymmetricKey,
+             handshakeHash: [UInt8]) {
             self.id = id
+            self.channel = channel
             self.establishedAtMs = establishedAtMs
             self.send = SendCipher(key: send)
             self.receive = ReceiveCipher(newest: (0, receive), previous: nil)
@@ -66,6 +72,7 @@ public struct SessionTable: Sendable {
 
     struct Pending {
         var id: [UInt8]
+        var channel: Channel
         var startedAtMs: UInt64
         var handshake: NoiseIKInitiator
     }
@@ -81,7 +88,8 @@ public struct SessionTable: Sendable {
             sentAtMs: UInt64, nowMs: UInt64, appendingTo out: inout [UInt8],
             plaintext writePlaintext: (inout [UInt8]) -> Void
         ) -> Bool {
-            guard let index = self.sessions.lastIndex(where: { $0.maySend(nowMs: nowMs) }) else { return false }
+            guard let index = self.sessions.lastIndex(where: { $0.channel == channel && $0.maySend(nowMs: nowMs) })
+            else { return false }
             let counter = self.sessions[index].send.next
             let epoch = counter >> SessionTable.epochShift
             while self.sessions[index].send.epoch < epoch {
@@ -156,7 +164,7 @@ public struct SessionTable: Sendable {
         let headerBytes = header.encoded()
         let body = try handshake.writeMessage1(payload: headerBytes)
         var state = self.peers[peer] ?? PeerState()
-        state.pending = Pending(id: sessionID, startedAtMs: nowMs, handshake: handshake)
+        state.pending = Pending(id: sessionID, channel: channel, startedAtMs: nowMs, handshake: handshake)
         if state.sessions.count > Self.sessionsPerPeer - 1 {
             state.sessions.removeFirst(state.sessions.count - (Self.sessionsPerPeer - 1))
         }
@@ -231,13 +239,15 @@ public struct SessionTable: Sendable {
             guard result.payload == header.encoded() else { return .failure(.openFailed) }
             guard result.rs == expectedStatic else { return .failure(.handshakeFailed) }
             let session = Session(
-                id: header.sessionID, establishedAtMs: nowMs, send: result.keys.responderToInitiator,
+                id: header.sessionID, channel: header.channel, establishedAtMs: nowMs,
+                send: result.keys.responderToInitiator,
                 receive: result.keys.initiatorToResponder, handshakeHash: result.keys.handshakeHash)
             return .success(.initiation(Responder(peer: peer, header: header, reply: replyHeader + result.message2,
                                                   session: session)))
         case .response:
             guard header.counter == 0, var state = self.peers[peer], let pending = state.pending,
-                pending.id == header.sessionID, nowMs &- pending.startedAtMs < Self.handshakeTimeoutMs
+                pending.id == header.sessionID, pending.channel == header.channel,
+                nowMs &- pending.startedAtMs < Self.handshakeTimeoutMs
             else { return .failure(.noSession) }
             // Whatever the outcome, this initiation is over: Noise does not retry a failed message.
             state.pending = nil
@@ -249,19 +259,27 @@ public struct SessionTable: Sendable {
                 return .failure(.openFailed)
             }
             guard payload == header.encoded() else { return .failure(.openFailed) }
-            state.add(Session(id: header.sessionID, establishedAtMs: nowMs, send: keys.initiatorToResponder,
+            state.add(Session(id: header.sessionID, channel: header.channel, establishedAtMs: nowMs,
+                              send: keys.initiatorToResponder,
                               receive: keys.responderToInitiator, handshakeHash: keys.handshakeHash))
             self.peers[peer] = state
             return .success(.established(header))
         case .transport:
+            // A session is bound to its handshake's channel: another channel's message is not for it.
             guard let index = self.peers[peer]?.sessions.firstIndex(where: {
-                $0.id == header.sessionID && nowMs &- $0.establishedAtMs < Self.eraseAfterMs
+                $0.id == header.sessionID && $0.channel == header.channel
+                    && nowMs &- $0.establishedAtMs < Self.eraseAfterMs
             })
             else { return .failure(.noSession) }
-            guard let opened = Self.open(envelope, with: self.peers[peer]!.sessions[index].receive) else {
-                return .failure(.openFailed)
-            }
+            // No sender uses a counter at or past `reject_after` (§7.4): not tried.
+            guard header.counter < Self.rejectAfterMessages,
+                let opened = Self.open(envelope, with: self.peers[peer]!.sessions[index].receive)
+            else { return .failure(.openFailed) }
             self.peers[peer]!.sessions[index].receive = opened.cipher
+            // Every v2 sender pads (§7.2): a plaintext that is not a whole number of blocks is refused (rule 9).
+            guard !opened.plaintext.isEmpty, opened.plaintext.count % EnvelopePadding.blockSize == 0 else {
+                return .failure(.malformedPlaintext)
+            }
             return .success(.transport(header, plaintext: opened.plaintext))
         }
     }

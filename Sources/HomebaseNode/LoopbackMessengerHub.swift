@@ -98,7 +98,7 @@ public final class LoopbackMessengerHub: Sendable {
 /// One endpoint of a `LoopbackMessengerHub`.
 public final class LoopbackMessenger: PeerMessenger {
     public let publicKey: PublicKey
-    public let inbound: AsyncStream<InboundMessage>
+    public let inbound: InboundMessages
     public let events: AsyncStream<MessengerEvent>
     private let inboundContinuation: AsyncStream<InboundMessage>.Continuation
     private let eventsContinuation: AsyncStream<MessengerEvent>.Continuation
@@ -111,7 +111,8 @@ public final class LoopbackMessenger: PeerMessenger {
         self.publicKey = publicKey
         self.hub = hub
         self.relation = relation
-        (self.inbound, self.inboundContinuation) = AsyncStream.makeStream()
+        let (stream, continuation) = AsyncStream<InboundMessage>.makeStream()
+        (self.inbound, self.inboundContinuation) = (InboundMessages(stream), continuation)
         (self.events, self.eventsContinuation) = AsyncStream.makeStream()
     }
 

@@ -56,7 +56,7 @@ public protocol PeerMessenger: AnyObject, Sendable {
               onReceipt: (@Sendable (SendOutcome) -> Void)?)
 
     /// Messages from peers that passed every receiver rule, in arrival order. One consumer.
-    var inbound: AsyncStream<InboundMessage> { get }
+    var inbound: InboundMessages { get }
 
     /// Connection events. One consumer.
     var events: AsyncStream<MessengerEvent> { get }

@@ -15,9 +15,11 @@ import Synchronization
 /// frames.
 public final class RelayMessenger: PeerMessenger {
     public let publicKey: PublicKey
-    public let inbound: AsyncStream<InboundMessage>
+    public var inbound: InboundMessages { self.inboundQueue.messages }
     public let events: AsyncStream<MessengerEvent>
-    private let inboundContinuation: AsyncStream<InboundMessage>.Continuation
+    /// What was handed on and not yet taken, bounded without loss: a message that does not fit is refused before
+    /// its id is recorded or its frame acknowledged (`accept`).
+    private let inboundQueue: InboundQueue
     private let eventsContinuation: AsyncStream<MessengerEvent>.Continuation
     private let key: SigningSecretKey
     private let seen: SeenMessageStore?
@@ -48,6 +50,8 @@ public final class RelayMessenger: PeerMessenger {
         var roundTripMs: UInt64?
         /// Warnings of a full backlog: one per 10 s, not one per refused frame.
         var backlogWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
+        /// Likewise for messages refused because the consumer is behind (`inbound_full`).
+        var inboundWarnings = TokenBucket(ratePerSecond: 0.1, capacity: 1, nowMs: Posix.monotonicMs)
         /// v2 sessions (nil for a v1-only messenger, or a key that has no X25519 form). Taken out (`take()`) to
         /// be changed and put back, so its dictionary is never copied.
         var sessions: SessionTable?
@@ -82,6 +86,17 @@ public final class RelayMessenger: PeerMessenger {
     /// envelope.md §7.5: held messages per peer.
     static let maxHeld = 64
 
+    /// Messages handed on and not yet taken by the consumer. A consumer that far behind is stuck, not busy.
+    public static let defaultInboundCapacity = 4096
+
+    /// The drop reason of a message refused because the consumer has not taken what it was given
+    /// (`inboundCapacity`); not an envelope rule, so not one of envelope.md §5's reasons.
+    public static let inboundFullReason = "inbound_full"
+
+    /// The drop reason of messages whose replay ids the state database could not record (they stay
+    /// unacknowledged, so the relay delivers them again on the next connection).
+    public static let storeErrorReason = "store_error"
+
     /// - Parameters:
     ///   - seen: the persisted replay set; nil keeps none (only for throwaway tools).
     ///   - relation: who a sender is to this device (roster, contacts), read per envelope.
@@ -91,11 +106,15 @@ public final class RelayMessenger: PeerMessenger {
     ///   - settledTypes: message types whose effect is state the owner commits after `inbound` hands them over
     ///     (the Homebase's `InboundLedger.hostSettledTypes`): their frames are acknowledged only once the owner
     ///     calls `settle`, so a crash before the effect is committed does not lose them.
+    ///   - inboundCapacity: messages handed on that the consumer has not taken yet, at most. Past it a stored frame
+    ///     is left unacknowledged (the relay delivers it again on the next connection) and a live one is dropped,
+    ///     both counted as `inbound_full`.
     public init(url: String, key: SigningSecretKey, seen: SeenMessageStore?, relation: @escaping RelationLookup,
                 options: RelayLink.Options = RelayLink.Options(), logger: Logger,
                 wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs },
                 replayPruneInterval: Duration = .seconds(3600), speaksV2: Bool = true,
-                versionStore: PeerVersionStore? = nil, settledTypes: Set<String> = []) {
+                versionStore: PeerVersionStore? = nil, settledTypes: Set<String> = [],
+                inboundCapacity: Int = RelayMessenger.defaultInboundCapacity) {
         self.publicKey = key.publicKey
         self.settledTypes = settledTypes
         self.speaksV2 = speaksV2
@@ -107,7 +126,7 @@ public final class RelayMessenger: PeerMessenger {
         self.wallClock = wallClock
         self.logger = logger
         self.receiver = EnvelopeReceiver(selfKey: key.publicKey)
-        (self.inbound, self.inboundContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        self.inboundQueue = InboundQueue(capacity: inboundCapacity)
         (self.events, self.eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
         let link = RelayLink(url: url, key: key, options: options) { [weak self] event in self?.handle(event) }
         self.linkBox.withLock { $0 = link }
@@ -185,7 +204,7 @@ public final class RelayMessenger: PeerMessenger {
         }
         self.link?.stop()
         self.failPendingReceipts()
-        self.inboundContinuation.finish()
+        self.inboundQueue.finish()
         self.eventsContinuation.finish()
     }
 
@@ -434,8 +453,7 @@ public final class RelayMessenger: PeerMessenger {
     /// a new handshake to it, unless one is under way or a session may send, so its next message finds a live
     /// session (§7.5). A stranger gets nothing, as always.
     private func initiateAfterLostSession(with peer: PublicKey, channel: Channel) {
-        guard (try? self.receiver.checkEntitlement(channel: channel, messageType: "",
-                                                   relation: self.relation(peer))) != nil
+        guard (try? self.receiver.checkSessionEntitlement(channel: channel, relation: self.relation(peer))) != nil
         else { return }
         let now = self.wallClock()
         let frame = self.state.withLock { s -> [UInt8]? in
@@ -471,9 +489,8 @@ public final class RelayMessenger: PeerMessenger {
             try self.receiver.checkHeader(header.commonHeader, deliveredBy: relaySender, nowMs: now,
                                           expectedVersion: SessionEnvelopeHeader.version)
             if header.kind == .initiation {
-                // No stranger makes sessions: the channel's entitlement, for no message type in particular.
-                try self.receiver.checkEntitlement(channel: header.channel, messageType: "",
-                                                   relation: self.relation(relaySender))
+                // Rule 8a: a sibling on sync_delta, a granted contact on contact; no stranger makes sessions.
+                try self.receiver.checkSessionEntitlement(channel: header.channel, relation: self.relation(relaySender))
             }
         } catch {
             self.drop(error, from: relaySender)
@@ -671,7 +688,14 @@ public final class RelayMessenger: PeerMessenger {
     /// those of `settledTypes` wait for `settle` (`InboundLedger` orders the steps). A store failure drops them
     /// all unacknowledged: passing on a message whose id could not be recorded would let it be replayed, and the
     /// relay delivers them again on the next connection.
-    private func accept(_ opened: [(message: InboundMessage, deliveryID: UInt64)]) -> [UInt64] {
+    ///
+    /// Each message needs a place in `inboundQueue` before anything is recorded: those past its room are refused
+    /// here, unrecorded and unacknowledged (`inbound_full`), so a stored one comes again on the next connection.
+    private func accept(_ all: [(message: InboundMessage, deliveryID: UInt64)]) -> [UInt64] {
+        guard !all.isEmpty else { return [] }
+        let room = self.inboundQueue.reserve(all.count)
+        if room < all.count { self.refuseInboundFull(all[room...]) }
+        let opened = all[..<room]
         guard !opened.isEmpty else { return [] }
         let awaits = opened.map { self.settledTypes.contains($0.message.message.type) }
         var records = Array(repeating: InboundLedger.Record.fresh, count: opened.count)
@@ -681,7 +705,11 @@ public final class RelayMessenger: PeerMessenger {
                                        sentAtMs: item.message.sentAtMs, settled: !awaits)
             }
             guard let recorded = try? seen.record(entries) else {
-                for item in opened { self.drop(.replay, from: item.message.sender) }
+                // Not a replay: the store failed. Counted as what it is (issue 38, defect 3).
+                self.inboundQueue.release(opened.count)
+                self.state.withLock { $0.drops[Self.storeErrorReason, default: 0] += opened.count }
+                self.logger.warning("Recording replay ids failed; the messages stay unacknowledged",
+                                    metadata: ["messages": "\(opened.count)"])
                 return []
             }
             records = recorded
@@ -690,12 +718,16 @@ public final class RelayMessenger: PeerMessenger {
             opened.indices.map { i in
                 s.ledger.received(InboundLedger.Key(sender: opened[i].message.sender,
                                                     messageID: opened[i].message.messageID),
-                                  deliveryID: opened[i].deliveryID, record: records[i], awaitsSettlement: awaits[i])
+                                  deliveryID: opened[i].deliveryID, record: records[i],
+                                  awaitsSettlement: awaits[i])
             }
         }
         let inline = self.inlineHandler.current
         var acks: [UInt64] = []
         for (item, actions) in zip(opened, steps) {
+            // Its reserved place: taken by `inbound`, or given back.
+            var placed = false
+            defer { if !placed { self.inboundQueue.release() } }
             for action in actions {
                 switch action {
                 case .handOn:
@@ -706,7 +738,8 @@ public final class RelayMessenger: PeerMessenger {
                         self.recordEnvelopeVersions(versions, of: message.sender)
                     }
                     if let inline, inline(message) { continue }
-                    self.inboundContinuation.yield(message)
+                    placed = true
+                    self.inboundQueue.yield(message)
                 case .dropReplay:
                     self.drop(.replay, from: item.message.sender)
                 case .ack(let deliveryID):
@@ -717,5 +750,19 @@ public final class RelayMessenger: PeerMessenger {
             }
         }
         return acks
+    }
+
+    /// Messages with no place in `inboundQueue`: counted, logged (once per 10 s), neither recorded nor
+    /// acknowledged.
+    private func refuseInboundFull(_ refused: ArraySlice<(message: InboundMessage, deliveryID: UInt64)>) {
+        let now = Posix.monotonicMs
+        let warn = self.state.withLock { s -> Bool in
+            s.drops[Self.inboundFullReason, default: 0] += refused.count
+            return s.inboundWarnings.take(1, nowMs: now)
+        }
+        guard warn else { return }
+        self.logger.warning(
+            "Messages arrive faster than they are handled; refused until the handler catches up (stored ones come again on the next connection)",
+            metadata: ["refused": "\(refused.count)", "waiting": "\(self.inboundQueue.count)"])
     }
 }

@@ -5,6 +5,9 @@ import HomebaseCore
 public enum ChatEngineEvent: Sendable, Equatable {
     /// A piece of the answer's text.
     case text(String)
+    /// A piece of the model's reasoning (`delta.reasoning` from Ollama, `delta.reasoning_content` from
+    /// llama-server and vLLM), never part of the answer.
+    case reasoning(String)
     /// A whole tool call (fragments already joined).
     case toolCall(ToolCall)
     /// The answer ended; usage when the backend reported it.

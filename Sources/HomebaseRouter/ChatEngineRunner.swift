@@ -24,15 +24,19 @@ struct ChatEngineRunner: Sendable {
     func complete(_ request: ChatRequest) async throws(ProviderError) -> ChatResult {
         try self.checkKey()
         var text = ""
+        var reasoning = ""
         var calls: [ToolCall] = []
         do {
             for try await event in self.engine.stream(model: self.model, request: request) {
                 switch event {
                 case .text(let piece): text += piece
+                case .reasoning(let piece): reasoning += piece
                 case .toolCall(let call): calls.append(call)
                 case .finished(let reason, let usage):
-                    return ChatResult(text: text, toolCalls: calls, finishReason: reason, usage: usage,
-                                      providerKind: self.kind, model: self.model)
+                    var result = ChatResult(text: text, toolCalls: calls, finishReason: reason, usage: usage,
+                                            providerKind: self.kind, model: self.model)
+                    result.reasoning = reasoning.isEmpty ? nil : reasoning
+                    return result
                 }
             }
         } catch {
@@ -60,6 +64,7 @@ struct ChatEngineRunner: Sendable {
             return .failed(error)
         }
         var text = ""
+        var reasoning = ""
         var calls: [ToolCall] = []
         do {
             for try await event in self.engine.stream(model: self.model, request: request) {
@@ -67,12 +72,17 @@ struct ChatEngineRunner: Sendable {
                 case .text(let piece):
                     text += piece
                     yield(.text(piece))
+                case .reasoning(let piece):
+                    reasoning += piece
+                    yield(.reasoning(piece))
                 case .toolCall(let call):
                     calls.append(call)
                     yield(.toolCall(call))
                 case .finished(let reason, let usage):
-                    return .done(ChatResult(text: text, toolCalls: calls, finishReason: reason, usage: usage,
-                                            providerKind: self.kind, model: self.model))
+                    var result = ChatResult(text: text, toolCalls: calls, finishReason: reason, usage: usage,
+                                            providerKind: self.kind, model: self.model)
+                    result.reasoning = reasoning.isEmpty ? nil : reasoning
+                    return .done(result)
                 }
             }
         } catch {

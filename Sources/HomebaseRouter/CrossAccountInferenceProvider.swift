@@ -20,13 +20,13 @@ public struct CrossAccountInferenceProvider: LLMProvider {
     }
 
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey, model: String,
-                onDeviceFallback: any LLMProvider, conversations: ConversationTracker,
+                conversations: ConversationTracker,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+                clock: MonotonicClock, logger: Logger = .discard()) {
         self.init(
             client: RelayInferenceClient(
                 messenger: messenger, responses: responses, host: host, channel: .contact, model: model,
-                onDeviceFallback: onDeviceFallback, watchdogs: watchdogs, clock: clock, logger: logger),
+                watchdogs: watchdogs, clock: clock, logger: logger),
             conversations: conversations)
     }
 

@@ -5,10 +5,24 @@ public struct RuntimeModel: Sendable, Hashable, Codable {
     public var tag: String
     /// Ollama's capability names (`completion`, `tools`, `vision`, `embedding`, …); empty when unknown.
     public var capabilities: [String]
+    /// A cloud stub (`remote_host` in `/api/tags`): the runtime forwards it to a third party. Never the trial
+    /// model: its answer, or its failure offline, says nothing about the runtime at hand.
+    public var cloud: Bool
 
-    public init(tag: String, capabilities: [String]) {
+    public init(tag: String, capabilities: [String], cloud: Bool = false) {
         self.tag = tag
         self.capabilities = capabilities
+        self.cloud = cloud
+    }
+
+    enum CodingKeys: String, CodingKey { case tag, capabilities, cloud }
+
+    /// Endpoints stored before `cloud` existed read as local models.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.tag = try c.decode(String.self, forKey: .tag)
+        self.capabilities = try c.decode([String].self, forKey: .capabilities)
+        self.cloud = try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false
     }
 
     /// Whether a trial completion may be asked of this model. Unknown capabilities count as capable:
@@ -169,7 +183,7 @@ public struct ExternalRuntimeStore: Sendable {
         } catch {
             return self.failed(url: url, step: .models, detail: error.detail, nowMs: nowMs)
         }
-        let capable = models.filter(\.isCompletionCapable)
+        let capable = models.filter { $0.isCompletionCapable && !$0.cloud }
         let trialModel = capable.first { $0.tag == preferredModel } ?? capable.first
         if let trialModel {
             do {

@@ -39,17 +39,17 @@ public struct FallbackProvider: LLMProvider {
         return AsyncStream { continuation in
             let task = Task {
                 let from = primary.kind
-                guard let failure = await StreamRelay.forward(primary.stream(request), to: continuation) else {
+                guard let failure = await StreamForwarding.forward(primary.stream(request), to: continuation) else {
                     continuation.finish()
                     return
                 }
                 let annotation = Fallback(from: from, reason: failure.error.reason)
                 if failure.emittedOutput { continuation.yield(.restart(failure.error.reason)) }
-                if let second = await StreamRelay.forward(
+                if let second = await StreamForwarding.forward(
                     fallback.stream(request), to: continuation, annotating: annotation)
                 {
                     if second.emittedOutput { continuation.yield(.restart(second.error.reason)) }
-                    _ = await StreamRelay.forward(floor.stream(request), to: continuation, annotating: annotation)
+                    _ = await StreamForwarding.forward(floor.stream(request), to: continuation, annotating: annotation)
                 }
                 continuation.finish()
             }
@@ -85,7 +85,7 @@ public struct RoutedFallbackProvider: LLMProvider {
         let annotation = self.annotation
         return AsyncStream { continuation in
             let task = Task {
-                if let failure = await StreamRelay.forward(base.stream(request), to: continuation,
+                if let failure = await StreamForwarding.forward(base.stream(request), to: continuation,
                                                            annotating: annotation) {
                     continuation.yield(.failed(failure.error))
                 }
@@ -96,7 +96,7 @@ public struct RoutedFallbackProvider: LLMProvider {
     }
 }
 
-enum StreamRelay {
+enum StreamForwarding {
     struct Failure {
         var error: ProviderError
         /// Whether text or a tool call had been forwarded before the failure.
@@ -113,8 +113,10 @@ enum StreamRelay {
         var emitted = false
         for await event in source {
             switch event {
-            case .text, .toolCall:
+            case .text, .toolCall, .reasoning:
                 emitted = true
+                continuation.yield(event)
+            case .queued:
                 continuation.yield(event)
             case .restart:
                 // An inner fallback restarted: what we forwarded is void, and so is our record of it.

@@ -198,7 +198,12 @@ package struct ChatStreamAssembler<D: ChatStreamDecoder> {
         piece.withUnsafeBufferPointer { self.read($0, into: &read) }
         if read.failure != nil { return }
         if !self.pacingStarted, let pacing = self.pacing,
-            read.events.contains(where: { if case .text = $0 { true } else { false } })
+            read.events.contains(where: {
+                switch $0 {
+                case .text, .reasoning: true
+                default: false
+                }
+            })
         {
             pacing.start()
             self.pacingStarted = true

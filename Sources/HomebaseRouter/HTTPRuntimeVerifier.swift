@@ -39,8 +39,12 @@ public struct HTTPRuntimeVerifier: RuntimeVerifier {
             guard let entry = entry as? [String: Any],
                 let tag = (entry["name"] as? String) ?? (entry["model"] as? String), !tag.isEmpty
             else { throw RuntimeProbeError("/api/tags has an entry without a name") }
+            let cloud = !((entry["remote_host"] as? String) ?? "").isEmpty
             if let capabilities = entry["capabilities"] as? [String] {
-                models.append(RuntimeModel(tag: tag, capabilities: capabilities))
+                models.append(RuntimeModel(tag: tag, capabilities: capabilities, cloud: cloud))
+            } else if cloud {
+                // Its show is forwarded to the cloud: not asked.
+                models.append(RuntimeModel(tag: tag, capabilities: [], cloud: true))
             } else {
                 models.append(RuntimeModel(tag: tag, capabilities: await self.showCapabilities(root: root, tag: tag)))
             }

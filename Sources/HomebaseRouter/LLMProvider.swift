@@ -78,14 +78,17 @@ public struct ChatOptions: Sendable, Hashable {
     public var maxTokens: Int?
     public var stop: [String]
     public var seed: Int?
+    /// How much a reasoning model thinks (`chat --think`); nil keeps the runtime's default.
+    public var think: ThinkSetting?
 
     public init(temperature: Double? = nil, topP: Double? = nil, maxTokens: Int? = nil, stop: [String] = [],
-                seed: Int? = nil) {
+                seed: Int? = nil, think: ThinkSetting? = nil) {
         self.temperature = temperature
         self.topP = topP
         self.maxTokens = maxTokens
         self.stop = stop
         self.seed = seed
+        self.think = think
     }
 }
 
@@ -200,6 +203,8 @@ public struct ChatResult: Sendable, Hashable {
     public var model: String
     /// Set when the answer came from a fallback.
     public var fallback: Fallback?
+    /// What a reasoning model thought before answering, apart from `text`; nil when none came.
+    public var reasoning: String?
 
     public init(text: String, toolCalls: [ToolCall] = [], finishReason: FinishReason = .stop, usage: Usage? = nil,
                 providerKind: ProviderKind, model: String, fallback: Fallback? = nil) {
@@ -217,6 +222,10 @@ public struct ChatResult: Sendable, Hashable {
 public enum ChatStreamEvent: Sendable, Hashable {
     /// More answer text.
     case text(String)
+    /// More of the model's reasoning: shown apart, never part of the answer.
+    case reasoning(String)
+    /// The Homebase queued the request at `position` (1: next to start); the answer is still coming.
+    case queued(position: Int)
     /// A tool call the model asked for.
     case toolCall(ToolCall)
     /// Discard everything streamed so far: a fallback is about to answer from the start.

@@ -21,7 +21,7 @@ public final class LLMRouter: Sendable {
     /// host; the seeds' Mac Catalyst fence).
     public let isHomebase: Bool
     /// Unix milliseconds; read wherever freshness is judged.
-    public let clock: @Sendable () -> UInt64
+    public let clock: WallClock
     /// Why a configured device model cannot answer now (a Hub model not downloaded), or `nil` when it can: the
     /// route and banner then say the floor answers, and why, rather than name a model that is not there.
     public let deviceModelFloor: @Sendable (DeviceModel) -> OnDeviceResolution.FloorReason?
@@ -31,7 +31,7 @@ public final class LLMRouter: Sendable {
 
     public init(settings: AgentSettings, keys: CloudKeyStore, runtime: ExternalRuntimeStore,
                 adverts: ExternalModelsAdvertStore, joined: any JoinedHomebaseStore, factory: any ProviderFactory,
-                isHomebase: Bool, clock: @escaping @Sendable () -> UInt64,
+                isHomebase: Bool, clock: WallClock,
                 deviceModelFloor: @escaping @Sendable (DeviceModel) -> OnDeviceResolution.FloorReason? = { _ in nil }) {
         self.settings = settings
         self.keys = keys
@@ -74,7 +74,7 @@ public final class LLMRouter: Sendable {
             case .openai: return self.cloud(.openai)
             case .claude: return self.cloud(.anthropic)
             case .ollama:
-                switch self.ollamaArm(nowMs: self.clock()) {
+                switch self.ollamaArm(nowMs: self.clock.nowMs) {
                 case .available(let shape):
                     return RouteResolution(route: .external, shape: shape, model: shape.tag)
                 case .unavailable(let from, let reason):
@@ -129,17 +129,17 @@ public final class LLMRouter: Sendable {
         case .external:
             // Walk the shapes again on fresh reads: the advert may have expired, the endpoint been
             // forgotten or the grant revoked since resolve() looked. Every such race lands on-device.
-            switch self.ollamaArm(nowMs: self.clock()) {
+            switch self.ollamaArm(nowMs: self.clock.nowMs) {
             case .unavailable(let from, let reason):
                 return RoutedFallbackProvider(base: onDevice, annotation: Fallback(from: from, reason: reason))
             case .available(.crossAccount(let record, let tag)):
-                let primary = self.factory.makeCrossAccount(host: record.host, model: model ?? tag, fallback: onDevice)
+                let primary = self.factory.makeCrossAccount(host: record.host, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             case .available(.localEndpoint(let endpoint, let tag)):
                 let primary = self.factory.makeOllama(endpoint: endpoint, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             case .available(.sibling(let advert, let tag)):
-                let primary = self.factory.makeRemote(host: advert.host, model: model ?? tag, fallback: onDevice)
+                let primary = self.factory.makeRemote(host: advert.host, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             }
         }
@@ -181,7 +181,7 @@ public final class LLMRouter: Sendable {
     /// pane shows the flag even before the radio points there).
     public func selectedHomebaseIsStale() -> Bool {
         guard self.settings.externalSelection != nil else { return false }
-        if case .unavailable(_, .staleAdvert) = self.ollamaArm(nowMs: self.clock()) { return true }
+        if case .unavailable(_, .staleAdvert) = self.ollamaArm(nowMs: self.clock.nowMs) { return true }
         return false
     }
 
@@ -242,7 +242,7 @@ public final class LLMRouter: Sendable {
     /// The never-set radio (seed 000 §2): a working Ollama arm, then an explicit local-model preference,
     /// then a stored OpenAI key, then on-device. No fallback is reported: no source was chosen.
     private func legacyDerivation() -> RouteResolution {
-        if case .available(let shape) = self.ollamaArm(nowMs: self.clock()) {
+        if case .available(let shape) = self.ollamaArm(nowMs: self.clock.nowMs) {
             return RouteResolution(route: .external, shape: shape, model: shape.tag)
         }
         if let preference = self.settings.localModelPreference {

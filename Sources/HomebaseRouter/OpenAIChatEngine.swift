@@ -107,6 +107,8 @@ public struct OpenAIChatEngine: ChatEngine {
         if let value = options.maxTokens { members.append(Member(key: self.maxTokensField.rawValue, value: .number(value))) }
         if !options.stop.isEmpty { members.append(Member(key: "stop", value: .array(options.stop.map { .string($0) }))) }
         if let value = options.seed { members.append(Member(key: "seed", value: .number(value))) }
+        // Ollama's /v1 maps it to think (`none`: off); llama-server and vLLM read it too.
+        if let effort = options.think?.reasoningEffort { members.append(Member(key: "reasoning_effort", value: .string(effort))) }
         // Sorted by UTF-8 bytes, as JSONSerialization's .sortedKeys wrote them.
         members.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         return JSONNode.object(members).serialized()

@@ -10,6 +10,9 @@ import HomebaseCore
 /// with one fragment. Unknown fields (`obfuscation`, `system_fingerprint`, …) are ignored, and so are
 /// choices other than index 0 (the engine never asks for `n > 1`).
 ///
+/// Reasoning: `delta.reasoning` (Ollama) and `delta.reasoning_content` (llama-server, vLLM) are `.reasoning`
+/// events, before the chunk's text.
+///
 /// Finish reasons: `stop` → `.stop`, `length` → `.length`, `tool_calls` and the deprecated `function_call` →
 /// `.toolCalls`, and `content_filter` → `.stop` (the text so far is the answer; a filtered answer is not a
 /// failure to fall back from). A `stop` with tool calls becomes `.toolCalls`, as Ollama itself reports it.
@@ -64,6 +67,12 @@ package struct OpenAIStreamDecoder: ChatStreamDecoder {
             guard let choice = raw as? [String: Any] else { throw .malformed("choice is not an object") }
             guard (try JSONText.int(choice["index"], "choices.index") ?? position) == 0 else { continue }
             if let delta = try JSONText.dict(choice["delta"], "delta") {
+                // Reasoning comes before the answer's text when a chunk has both.
+                for key in ["reasoning", "reasoning_content"] {
+                    if let thought = try JSONText.string(delta[key], "delta.\(key)"), !thought.isEmpty {
+                        out.append(.reasoning(thought))
+                    }
+                }
                 if let content = try JSONText.string(delta["content"], "delta.content"), !content.isEmpty {
                     out.append(.text(content))
                 }
@@ -333,6 +342,7 @@ private struct CommonChunk {
         var content: String?? = .some(nil)
         var range: Range<Int>?
         var toolCallsOK = true
+        var noReasoning = true
         let isObject = try reader.object { (key, reader) throws(JSONReader.ParseError) in
             if key.matches("content") {
                 // Null is no text; another type is not the common shape (nil). Where a key repeats, the last
@@ -346,6 +356,14 @@ private struct CommonChunk {
                     range = start..<reader.offset
                 } else {
                     content = nil
+                }
+            } else if key.matches("reasoning") || key.matches("reasoning_content") {
+                // Reasoning (Ollama's `reasoning`, llama-server's and vLLM's `reasoning_content`) takes the
+                // general path; null or empty is the common shape.
+                if try reader.null() {
+                } else if let text = try reader.stringOrSkip(), text.isEmpty {
+                } else {
+                    noReasoning = false
                 }
             } else if key.matches("tool_calls") {
                 // Null or empty is the common shape; any call goes to the general path.
@@ -363,7 +381,7 @@ private struct CommonChunk {
                 try reader.skip()
             }
         }
-        return isObject && toolCallsOK ? (content, range) : (nil, nil)
+        return isObject && toolCallsOK && noReasoning ? (content, range) : (nil, nil)
     }
 
     private static func finish(_ reader: inout JSONReader) throws(JSONReader.ParseError) -> Finish {

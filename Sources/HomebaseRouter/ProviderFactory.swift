@@ -11,11 +11,12 @@ public protocol ProviderFactory: Sendable {
     /// `AnthropicProvider` (Messages API); `apiKey` is read per request.
     func makeAnthropic(model: String, apiKey: @escaping @Sendable () -> String?) -> any LLMProvider
     /// `RemoteInferenceProvider`: this account's Homebase over the sibling channel. It owns the watchdog
-    /// ladder and runs `fallback` on any failure, and on any request that carries tools.
-    func makeRemote(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider
+    /// ladder and fails (`.failed`, reason named) on any failure and on any request that carries tools; the
+    /// router's `FallbackProvider` answers those on-device.
+    func makeRemote(host: PublicKey, model: String) -> any LLMProvider
     /// `CrossAccountInferenceProvider`: a friend's Homebase over the contact channel; as `makeRemote`,
-    /// plus one full-conversation retry on `cache_miss` before falling back.
-    func makeCrossAccount(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider
+    /// plus one full-conversation retry on `cache_miss` before failing.
+    func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider
     /// The on-device provider: the device model rung (when given) over the floor. Must never fail;
     /// `OnDeviceProvider` is the implementation.
     func makeOnDevice(deviceModel: DeviceModel?) -> any LLMProvider

@@ -3,18 +3,15 @@ import HomebaseCrypto
 import HomebaseNode
 
 /// The engine shared by `RemoteInferenceProvider` and `CrossAccountInferenceProvider`: it runs one chat
-/// request against a host over the relay (Protocol/messages.md §2) and answers it with the on-device
-/// fallback whenever the remote path fails.
+/// request against a host over the relay (Protocol/messages.md §2).
 ///
 /// Per attempt it sends `infer.request` live (never stored) with a fresh UUID, and feeds an
 /// `InferenceClientStateMachine` with the relay's receipt, the host's answer frames (routed by
 /// `InferenceResponseRouter`), watchdog timers and relay disconnects. On `.fail` it sends `infer.cancel`
-/// when the machine asks, and the same request goes to `onDeviceFallback`, annotated
-/// `{from: remote|cross-account, reason: <the failure's label>}`. A request with tools is never sent.
-///
-/// What callers see follows `LLMProvider`'s contract: text streams as chunks arrive; after a failure that
-/// follows partial output comes `.restart(reason)` and then the fallback's whole answer; `.done` is whole and
-/// from one provider. The provider never fails: at worst the floor answers.
+/// when the machine asks and ends its stream with `.failed`, the reason named by the machine's failure label
+/// (`accept_timeout`, `offline`, `error:<code>`, …); a request with tools is never sent (`.failed` with `tools`).
+/// The one cross-account retry on `cache_miss` happens here; falling back does not: the router wraps every
+/// provider in the one `FallbackProvider`, which answers on-device and names the reason (issue 38, item 5).
 public struct RelayInferenceClient: Sendable {
     public let messenger: any PeerMessenger
     public let responses: InferenceResponseRouter
@@ -22,10 +19,10 @@ public struct RelayInferenceClient: Sendable {
     /// `.syncDelta` for this account's Homebase, `.contact` for a friend's.
     public let channel: Channel
     public let model: String
-    public let onDeviceFallback: any LLMProvider
     public let watchdogs: InferenceClientStateMachine.Watchdogs
     /// Milliseconds; every watchdog decision reads it. Timers sleep for the time it says is left.
-    public let clock: @Sendable () -> UInt64
+    /// Times the watchdogs: monotonic, so a step of the wall clock neither fires nor stalls them.
+    public let clock: MonotonicClock
     let newRequestID: @Sendable () -> String
     let logger: Logger
 
@@ -34,9 +31,9 @@ public struct RelayInferenceClient: Sendable {
     ///   - watchdogs: the ladder; the specification's 10 s / 90 s / 30 s by default.
     ///   - newRequestID: request ids; random v4 UUIDs by default.
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey,
-                channel: Channel, model: String, onDeviceFallback: any LLMProvider,
+                channel: Channel, model: String,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64,
+                clock: MonotonicClock,
                 newRequestID: @escaping @Sendable () -> String = { SecureRandom.uuidString() },
                 logger: Logger = .discard()) {
         self.messenger = messenger
@@ -44,7 +41,6 @@ public struct RelayInferenceClient: Sendable {
         self.host = host
         self.channel = channel
         self.model = model
-        self.onDeviceFallback = onDeviceFallback
         self.watchdogs = watchdogs
         self.clock = clock
         self.newRequestID = newRequestID
@@ -68,10 +64,14 @@ public struct RelayInferenceClient: Sendable {
         }
     }
 
-    /// The whole answer of `stream`: the `.done` result. Throws only when the caller was cancelled first.
+    /// The whole answer of `stream`: the `.done` result, or its failure thrown.
     func complete(_ request: ChatRequest, plan: RelayAttemptPlan) async throws(ProviderError) -> ChatResult {
         for await event in self.stream(request, plan: plan) {
-            if case .done(let result) = event { return result }
+            switch event {
+            case .done(let result): return result
+            case .failed(let error): throw error
+            default: continue
+            }
         }
         throw ProviderError(.error("cancelled"), detail: "the request was cancelled")
     }
@@ -80,14 +80,14 @@ public struct RelayInferenceClient: Sendable {
              continuation: AsyncStream<ChatStreamEvent>.Continuation) async {
         if request.hasTools {
             // Tools never cross the wire (seed 000 §6): the agent loop stays on the device.
-            await self.fallBack(request, reason: .tools, emittedOutput: false, continuation: continuation)
+            continuation.yield(.failed(ProviderError(.tools, detail: "a request with tools is answered on the device")))
             return
         }
         let options = Self.inferOptions(request.options)
         var attempt = plan.first
         var retried = false
         while true {
-            let outcome = await self.attempt(attempt, options: options) { continuation.yield(.text($0)) }
+            let outcome = await self.attempt(attempt, options: options) { continuation.yield($0) }
             switch outcome {
             case .served(let result):
                 plan.served(attempt, result)
@@ -104,25 +104,11 @@ public struct RelayInferenceClient: Sendable {
                     attempt = retry
                     continue
                 }
-                self.logger.info("relay inference failed, answering on-device",
-                                 metadata: ["reason": reason.label])
-                await self.fallBack(request, reason: FallbackReason(rawValue: reason.label), emittedOutput: emitted,
-                                    continuation: continuation)
+                self.logger.info("relay inference failed", metadata: ["reason": reason.label])
+                continuation.yield(.failed(ProviderError(FallbackReason(rawValue: reason.label),
+                                                         detail: "relay inference failed: \(reason.label)")))
                 return
             }
-        }
-    }
-
-    /// Answers `request` with the on-device fallback (and the floor should even that fail), annotated.
-    private func fallBack(_ request: ChatRequest, reason: FallbackReason, emittedOutput: Bool,
-                          continuation: AsyncStream<ChatStreamEvent>.Continuation) async {
-        let annotation = Fallback(from: self.kind, reason: reason)
-        if emittedOutput { continuation.yield(.restart(reason)) }
-        if let failure = await StreamRelay.forward(
-            self.onDeviceFallback.stream(request), to: continuation, annotating: annotation)
-        {
-            if failure.emittedOutput { continuation.yield(.restart(failure.error.reason)) }
-            _ = await StreamRelay.forward(FloorProvider().stream(request), to: continuation, annotating: annotation)
         }
     }
 
@@ -134,8 +120,10 @@ public struct RelayInferenceClient: Sendable {
     }
 
     /// Sends one `infer.request` and drives the watchdog machine until it finishes or fails. `emit` gets each
-    /// chunk's text as it arrives.
-    func attempt(_ attempt: RelayAttempt, options: InferOptions, emit: (String) -> Void) async -> AttemptOutcome {
+    /// chunk's reasoning (`.reasoning`) and text (`.text`) as it arrives, and the queue position (`.queued`).
+    func attempt(_ attempt: RelayAttempt, options: InferOptions, emit: (ChatStreamEvent) -> Void) async
+        -> AttemptOutcome
+    {
         let id = self.newRequestID()
         let (events, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
         // Registered before sending, so an answer racing the receipt is never lost.
@@ -146,7 +134,7 @@ public struct RelayInferenceClient: Sendable {
         }
         let request = InferRequest(id: id, model: self.model, messages: attempt.messages, options: options,
                                    conversation: attempt.conversation)
-        var machine = InferenceClientStateMachine(sentAtMs: self.clock(), watchdogs: self.watchdogs)
+        var machine = InferenceClientStateMachine(sentAtMs: self.clock.nowMs, watchdogs: self.watchdogs)
         self.messenger.send(.inferRequest(request), to: self.host, channel: self.channel, store: false) { outcome in
             sink.yield(.receipt(outcome))
         }
@@ -155,6 +143,7 @@ public struct RelayInferenceClient: Sendable {
         timer.arm(machine.nextDeadlineMs, force: true)
 
         var text = ""
+        var reasoning = ""
         var emitted = false
         for await event in events {
             let action: InferenceClientStateMachine.Action
@@ -162,22 +151,32 @@ public struct RelayInferenceClient: Sendable {
             case .receipt(.receipt(let status)): action = machine.receiptReceived(status)
             case .receipt(.notConnected): action = machine.receiptReceived(.recipientOffline)
             case .relayLost: action = machine.relayLost()
-            case .timer: action = machine.timerFired(nowMs: self.clock())
+            case .timer: action = machine.timerFired(nowMs: self.clock.nowMs)
             case .frame(let message): action = self.feed(message, into: &machine)
             }
             switch action {
             case .none, .accepted:
                 break
+            case .queued(let position):
+                emit(.queued(position: position))
+            case .reasoning(let thought, let piece):
+                reasoning += thought
+                emitted = true
+                emit(.reasoning(thought))
+                text += piece
+                if !piece.isEmpty { emit(.text(piece)) }
             case .text(let piece):
                 text += piece
                 if !piece.isEmpty {
                     emitted = true
-                    emit(piece)
+                    emit(.text(piece))
                 }
             case .finished(let finishReason, let usage):
-                return .served(ChatResult(
+                var result = ChatResult(
                     text: text, finishReason: FinishReason(rawValue: finishReason) ?? .stop, usage: usage,
-                    providerKind: self.kind, model: machine.acceptedModel ?? self.model))
+                    providerKind: self.kind, model: machine.acceptedModel ?? self.model)
+                result.reasoning = reasoning.isEmpty ? nil : reasoning
+                return .served(result)
             case .fail(let reason, let sendCancel):
                 if sendCancel { self.sendCancel(id) }
                 return .failed(reason, emittedOutput: emitted)
@@ -197,8 +196,10 @@ public struct RelayInferenceClient: Sendable {
         -> InferenceClientStateMachine.Action
     {
         switch message {
-        case .inferAccept(let accept): machine.acceptReceived(model: accept.model, nowMs: self.clock())
-        case .inferChunk(let chunk): machine.chunkReceived(seq: chunk.seq, text: chunk.text, nowMs: self.clock())
+        case .inferAccept(let accept): machine.acceptReceived(model: accept.model, nowMs: self.clock.nowMs)
+        case .inferQueued(let queued): machine.queuedReceived(position: queued.position, nowMs: self.clock.nowMs)
+        case .inferChunk(let chunk):
+            machine.chunkReceived(seq: chunk.seq, text: chunk.text, reasoning: chunk.reasoning, nowMs: self.clock.nowMs)
         case .inferDone(let done):
             machine.doneReceived(finishReason: done.finishReason, usage: done.usage, chunks: done.chunks)
         case .inferError(let error): machine.errorReceived(code: error.code, message: error.message)
@@ -212,7 +213,7 @@ public struct RelayInferenceClient: Sendable {
 
     static func inferOptions(_ options: ChatOptions) -> InferOptions {
         InferOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
-                     stop: options.stop.isEmpty ? nil : options.stop, seed: options.seed)
+                     stop: options.stop.isEmpty ? nil : options.stop, seed: options.seed, think: options.think)
     }
 }
 
@@ -247,12 +248,12 @@ extension RelayInferenceEvent {
 /// The one armed watchdog timer of an attempt: a task that sleeps until the machine's deadline (by the
 /// injected clock) and then posts `.timer`. Re-arming cancels the previous sleep.
 private struct TimerSlot {
-    let clock: @Sendable () -> UInt64
+    let clock: MonotonicClock
     let sink: AsyncStream<RelayInferenceEvent>.Continuation
     var task: Task<Void, Never>?
     var deadline: UInt64?
 
-    init(clock: @escaping @Sendable () -> UInt64, sink: AsyncStream<RelayInferenceEvent>.Continuation) {
+    init(clock: MonotonicClock, sink: AsyncStream<RelayInferenceEvent>.Continuation) {
         self.clock = clock
         self.sink = sink
     }
@@ -265,7 +266,7 @@ private struct TimerSlot {
         let clock = self.clock
         let sink = self.sink
         // At least 1 ms, so a clock that lags the sleep cannot make the re-arm loop spin.
-        let now = clock()
+        let now = clock.nowMs
         let leftMs = max(deadline > now ? deadline - now : 0, force ? 1 : 0)
         self.task = Task {
             if leftMs > 0 {

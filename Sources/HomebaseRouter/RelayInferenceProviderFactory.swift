@@ -31,7 +31,10 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
     public let conversations: ConversationTracker
     public let http: HTTPProviderMakers
     public let watchdogs: InferenceClientStateMachine.Watchdogs
-    public let clock: @Sendable () -> UInt64
+    /// Stamps `lastHeardMs` (compared with advert-style freshness windows, so wall time).
+    public let wallClock: WallClock
+    /// Times the watchdogs of every relay-routed request.
+    public let timers: MonotonicClock
     public let logger: Logger
 
     public var messenger: any PeerMessenger { self.responses.messenger }
@@ -44,14 +47,15 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
                 conversations: ConversationTracker = ConversationTracker(),
                 joined: (any JoinedHomebaseStore)? = nil,
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+                wallClock: WallClock, timers: MonotonicClock, logger: Logger = .discard()) {
         self.responses = responses
         self.http = http
         self.conversations = conversations
         self.watchdogs = watchdogs
-        self.clock = clock
+        self.wallClock = wallClock
+        self.timers = timers
         self.logger = logger
-        if let joined { responses.refreshingHostAlive(in: joined, clock: clock) }
+        if let joined { responses.refreshingHostAlive(in: joined, clock: wallClock) }
     }
 
     public func makeOllama(endpoint: VerifiedEndpoint, model: String) -> any LLMProvider {
@@ -66,13 +70,13 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
         self.http.anthropic(model, apiKey)
     }
 
-    public func makeRemote(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
-        RemoteInferenceProvider(client: self.client(host: host, channel: .syncDelta, model: model, fallback: fallback))
+    public func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
+        RemoteInferenceProvider(client: self.client(host: host, channel: .syncDelta, model: model))
     }
 
-    public func makeCrossAccount(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
+    public func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {
         CrossAccountInferenceProvider(
-            client: self.client(host: host, channel: .contact, model: model, fallback: fallback),
+            client: self.client(host: host, channel: .contact, model: model),
             conversations: self.conversations)
     }
 
@@ -80,11 +84,10 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
         self.http.onDevice(deviceModel)
     }
 
-    private func client(host: PublicKey, channel: Channel, model: String, fallback: any LLMProvider)
-        -> RelayInferenceClient
+    private func client(host: PublicKey, channel: Channel, model: String) -> RelayInferenceClient
     {
         RelayInferenceClient(messenger: self.messenger, responses: self.responses, host: host, channel: channel,
-                             model: model, onDeviceFallback: fallback, watchdogs: self.watchdogs, clock: self.clock,
+                             model: model, watchdogs: self.watchdogs, clock: self.timers,
                              logger: self.logger)
     }
 }

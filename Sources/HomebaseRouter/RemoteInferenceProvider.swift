@@ -16,11 +16,11 @@ public struct RemoteInferenceProvider: LLMProvider {
     }
 
     public init(messenger: any PeerMessenger, responses: InferenceResponseRouter, host: PublicKey, model: String,
-                onDeviceFallback: any LLMProvider, watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
-                clock: @escaping @Sendable () -> UInt64, logger: Logger = .discard()) {
+                watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
+                clock: MonotonicClock, logger: Logger = .discard()) {
         self.init(client: RelayInferenceClient(
             messenger: messenger, responses: responses, host: host, channel: .syncDelta, model: model,
-            onDeviceFallback: onDeviceFallback, watchdogs: watchdogs, clock: clock, logger: logger))
+            watchdogs: watchdogs, clock: clock, logger: logger))
     }
 
     public var kind: ProviderKind { .remote }

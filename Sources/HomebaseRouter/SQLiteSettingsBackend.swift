@@ -42,4 +42,42 @@ public struct SQLiteSettingsBackend: SettingsBackend {
         let keys = (try? self.store.keys(withPrefix: self.namespace + prefix)) ?? []
         return keys.map { String($0.dropFirst(self.namespace.count)) }
     }
+
+    /// One write transaction of the state database (`BEGIN IMMEDIATE`): another process's `atomically` waits at
+    /// its start until this one commits.
+    public func atomically<T: Sendable>(_ body: (any SettingsAccess) throws -> T) throws -> T {
+        try self.store.transaction { kv in try body(Transaction(kv: kv, namespace: self.namespace)) }
+    }
+
+    struct Transaction: SettingsAccess {
+        let kv: KeyValueStore.Transaction
+        let namespace: String
+
+        func value(forKey key: String) -> SettingValue? {
+            let stored = self.namespace + key
+            do {
+                return try self.kv.string(stored).map(SettingValue.string)
+            } catch StoreError.typeMismatch {
+                return (try? self.kv.data(stored)).flatMap { $0 }.map(SettingValue.bytes)
+            } catch {
+                return nil
+            }
+        }
+
+        func setValue(_ value: SettingValue, forKey key: String) throws {
+            switch value {
+            case .string(let string): try self.kv.set(.text(string), self.namespace + key)
+            case .bytes(let bytes): try self.kv.set(.blob(bytes), self.namespace + key)
+            }
+        }
+
+        func removeValue(forKey key: String) throws {
+            try self.kv.remove(self.namespace + key)
+        }
+
+        func keys(withPrefix prefix: String) -> [String] {
+            let keys = (try? self.kv.keys(withPrefix: self.namespace + prefix)) ?? []
+            return keys.map { String($0.dropFirst(self.namespace.count)) }
+        }
+    }
 }

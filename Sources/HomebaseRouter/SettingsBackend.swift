@@ -16,7 +16,15 @@ public enum SettingValue: Sendable, Equatable {
 ///
 /// Keep synced preferences and device-only secrets in distinct instances: the state DB backs both later,
 /// under separate tables, so a device-only fact (a loopback endpoint, an API key) can never ride a sync.
-public protocol SettingsBackend: Sendable {
+public protocol SettingsBackend: SettingsAccess, Sendable {
+    /// Runs `body` atomically against every other user of the same store, in this process or another: no one
+    /// else writes between its reads and its writes (for the state database, one `BEGIN IMMEDIATE` transaction).
+    /// What `body` throws undoes its writes and is rethrown. Inside `body`, use only the access it is given.
+    func atomically<T: Sendable>(_ body: (any SettingsAccess) throws -> T) throws -> T
+}
+
+/// Reads and writes of a `SettingsBackend`, also inside one of its `atomically` bodies.
+public protocol SettingsAccess {
     /// The stored value, or `nil` when absent or unreadable.
     func value(forKey key: String) -> SettingValue?
     /// Stores `value`, replacing any previous one.
@@ -30,7 +38,7 @@ public protocol SettingsBackend: Sendable {
 /// The Keychain stand-in is the same shape; a separate instance keeps secrets apart from preferences.
 public typealias SecretsBackend = SettingsBackend
 
-extension SettingsBackend {
+extension SettingsAccess {
     /// The value as text; bytes that are valid UTF-8 read as text too.
     public func string(forKey key: String) -> String? {
         switch self.value(forKey: key) {
@@ -94,6 +102,26 @@ public final class InMemorySettingsBackend: SettingsBackend {
 
     public func keys(withPrefix prefix: String) -> [String] {
         self.storage.withLock { $0.keys.filter { $0.hasPrefix(prefix) }.sorted() }
+    }
+
+    /// Holds the store's lock for the whole body, so it is atomic against every other caller.
+    public func atomically<T: Sendable>(_ body: (any SettingsAccess) throws -> T) throws -> T {
+        try self.storage.withLock { storage throws -> T in
+            let access = Transaction(storage)
+            let value = try body(access)
+            storage = access.storage
+            return value
+        }
+    }
+
+    /// The body's view: a copy, written back when the body returns.
+    final class Transaction: SettingsAccess {
+        var storage: [String: SettingValue]
+        init(_ storage: [String: SettingValue]) { self.storage = storage }
+        func value(forKey key: String) -> SettingValue? { self.storage[key] }
+        func setValue(_ value: SettingValue, forKey key: String) { self.storage[key] = value }
+        func removeValue(forKey key: String) { self.storage[key] = nil }
+        func keys(withPrefix prefix: String) -> [String] { self.storage.keys.filter { $0.hasPrefix(prefix) }.sorted() }
     }
 
     /// Every stored pair, for tests that assert on the exact contents.

@@ -66,7 +66,8 @@ public final class AdvertPublisher: Sendable {
         let models = status.advertisedModels.map { m in
             AdvertPayload.Model(tag: m.tag, family: m.family, parameterSize: m.parameterSize,
                                 quantization: m.quantization, capabilities: m.capabilities,
-                                contextLength: m.contextLength, loaded: m.loaded)
+                                contextLength: m.contextLength, loaded: m.loaded, cloud: m.cloud ? true : nil,
+                                contextSource: m.contextLength == nil ? nil : (m.contextServed ? "served" : "default"))
         }
         return AdvertPayload(host: host, seq: seq, issuedAt: nowMs,
                              runtime: AdvertPayload.Runtime(version: status.version ?? ""), models: models,

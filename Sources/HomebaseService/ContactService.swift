@@ -49,7 +49,8 @@ public final class ContactService: Sendable {
         self.clock = clock
         self.logger = logger
         let perMinute = Double(limits.joinsPerMinute)
-        self.joinBucket = Mutex(TokenBucket(ratePerSecond: perMinute / 60, capacity: perMinute, nowMs: clock.nowMs()))
+        self.joinBucket = Mutex(TokenBucket(ratePerSecond: perMinute / 60, capacity: perMinute,
+                                                  nowMs: clock.monotonicMs()))
     }
 
     // MARK: Owner's operations, in the daemon's process
@@ -119,7 +120,8 @@ public final class ContactService: Sendable {
     private func join(from sender: PublicKey, name: String) async -> Bool {
         let known = self.registry.record(for: sender)
         if known?.state != .granted {
-            let nowMs = self.clock.nowMs()
+            // A rate: the monotonic clock, so a wall clock set back does not shut joins out for as long.
+            let nowMs = self.clock.monotonicMs()
             guard self.joinBucket.withLock({ $0.take(1, nowMs: nowMs) }) else {
                 // A refusal, final, as before: dropped unanswered (a flood is not kept to be handled later).
                 self.logger.debug("contact.join rate-limited", metadata: ["peer": sender.short])

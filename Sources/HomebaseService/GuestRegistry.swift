@@ -130,6 +130,11 @@ public final class GuestRegistry: Sendable {
         self.snapshot.withLock { $0[key] != nil }
     }
 
+    /// True for a granted guest only: pending and revoked guests make no v2 sessions (envelope.md §7.7 rule 8a).
+    public func isGranted(_ key: PublicKey) -> Bool {
+        self.snapshot.withLock { $0[key]?.state == .granted }
+    }
+
     /// The guest as of the last reload.
     public func record(for key: PublicKey) -> GuestRecord? {
         self.snapshot.withLock { $0[key] }

@@ -93,6 +93,7 @@ public actor HomebaseDaemon {
         if let settings = try? state.settings() {
             limits.maxConcurrent = settings.maxConcurrentRequests
             limits.maxQueued = settings.maxQueuedRequests
+            limits.runtimeParallel = settings.runtimeParallel
         }
         var registry = guests
         if registry == nil {
@@ -280,6 +281,8 @@ public actor HomebaseDaemon {
             self.inference.updateAdmission(maxConcurrent: settings.maxConcurrentRequests,
                                            maxQueued: settings.maxQueuedRequests)
             self.runtime.setPinnedModels(settings.pinnedModels)
+            self.runtime.setSharedCloudModels(settings.sharedCloudModels)
+            self.inference.updateRuntimeParallel(settings.runtimeParallel)
         } catch {
             self.logger.error("cannot reload state", metadata: ["error": "\(error)"])
         }

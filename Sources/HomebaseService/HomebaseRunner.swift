@@ -68,6 +68,7 @@ public final class HomebaseRunner: Sendable {
         let state = self.state
         var monitorConfiguration = self.options.monitor
         monitorConfiguration.pinnedModels = settings.pinnedModels
+        monitorConfiguration.sharedCloudModels = settings.sharedCloudModels
         let verified = state.verifiedEndpoint() == settings.ollamaURL
         let monitor = RuntimeMonitor(
             endpoint: settings.ollamaURL, verified: verified, configuration: monitorConfiguration, http: http,

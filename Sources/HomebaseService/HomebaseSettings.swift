@@ -17,6 +17,12 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
     public var maxConcurrentRequests: Int
     /// Admitted requests waiting for a slot; beyond this a request gets `busy`.
     public var maxQueuedRequests: Int
+    /// Cloud models (`*-cloud` stubs, forwarded by the runtime to a third party) the owner shares with siblings
+    /// and guests. None by default: a guest's prompt never reaches a cloud the owner did not choose.
+    public var sharedCloudModels: [String] = []
+    /// Requests the runtime serves at once per model (Ollama's `OLLAMA_NUM_PARALLEL`, 1 by default); the
+    /// Homebase queues the rest itself, where it can tell each requester where it stands.
+    public var runtimeParallel: Int = 1
 
     public static let defaultOllamaURL = "http://127.0.0.1:11434"
 
@@ -35,11 +41,13 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
         case relayURL = "relay_url", ollamaURL = "ollama_url", deviceName = "device_name"
         case pinnedModels = "pinned_models", maxConcurrentRequests = "max_concurrent_requests"
         case maxQueuedRequests = "max_queued_requests"
+        case sharedCloudModels = "shared_cloud_models", runtimeParallel = "runtime_parallel"
     }
 
     /// The largest admission limits a settings record may hold; more is clamped.
     public static let maxConcurrentCeiling = 64
     public static let maxQueuedCeiling = 1024
+    public static let runtimeParallelCeiling = 64
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -52,6 +60,9 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
         let queued = try c.decodeIfPresent(Int.self, forKey: .maxQueuedRequests) ?? 16
         self.maxConcurrentRequests = min(max(concurrent, 1), Self.maxConcurrentCeiling)
         self.maxQueuedRequests = min(max(queued, 0), Self.maxQueuedCeiling)
+        self.sharedCloudModels = try c.decodeIfPresent([String].self, forKey: .sharedCloudModels) ?? []
+        let parallel = try c.decodeIfPresent(Int.self, forKey: .runtimeParallel) ?? 1
+        self.runtimeParallel = min(max(parallel, 1), Self.runtimeParallelCeiling)
     }
 }
 
@@ -64,6 +75,9 @@ extension HomebaseSettings {
         case pin([String])
         case maxConcurrent(Int)
         case maxQueued(Int)
+        /// Cloud models to share, replacing the list; empty shares none.
+        case shareCloud([String])
+        case runtimeParallel(Int)
     }
 
     /// Why an edit is refused; the message is one line for the user.
@@ -103,6 +117,13 @@ extension HomebaseSettings {
                     throw EditError(description: "--max-queued must be 0 to \(Self.maxQueuedCeiling), not \(n)")
                 }
                 out.maxQueuedRequests = n
+            case .shareCloud(let tags):
+                out.sharedCloudModels = tags
+            case .runtimeParallel(let n):
+                guard (1...Self.runtimeParallelCeiling).contains(n) else {
+                    throw EditError(description: "--runtime-parallel must be 1 to \(Self.runtimeParallelCeiling), not \(n)")
+                }
+                out.runtimeParallel = n
             }
         }
         return out

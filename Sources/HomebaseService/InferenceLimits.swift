@@ -2,12 +2,20 @@ import HomebaseCore
 
 /// The inference server's limits (Protocol/messages.md §2) and admission control.
 public struct InferenceLimits: Sendable, Equatable {
-    /// Requests streaming from the runtime at once. Ollama serves a few in parallel
-    /// (`OLLAMA_NUM_PARALLEL` defaults to 4 with enough memory); more would only queue inside it, unseen.
+    /// Requests streaming from the runtime at once, all models together; per model, `runtimeParallel` bounds
+    /// them too.
     public var maxConcurrent: Int
-    /// Admitted requests waiting for a slot. They are accepted (accept means admitted) and wait within the
-    /// client's 90 s first-output watchdog; beyond this, `busy`.
+    /// Admitted requests waiting for a slot. They are accepted (accept means admitted), told where they stand
+    /// (`infer.queued`) and wait within the client's first-output watchdog; beyond this, `busy`.
     public var maxQueued: Int
+    /// Requests the runtime runs at once per model (Ollama's `OLLAMA_NUM_PARALLEL`, 1 by default;
+    /// `homebase config --runtime-parallel`). More would wait inside the runtime, unseen, with no byte to tell
+    /// the requester: the Homebase keeps them in its own queue instead, where it can.
+    public var runtimeParallel = 1
+    /// The requester's first-output window (Protocol/messages.md §2: 90 s). A request the queue is not expected
+    /// to start within it (the recent answer time of its model times its turn) is refused at once with `busy`,
+    /// so its requester falls back now rather than at its watchdog.
+    public var queueWaitBudgetMs: UInt64 = 90_000
     /// Request limits from the protocol; over any: `bad_request`.
     public var maxMessages: Int
     public var maxContentBytes: Int
@@ -94,6 +102,13 @@ public struct InferenceLimits: Sendable, Equatable {
         let steps = (wanted - 1) / self.coalesceDelayMs + 1  // rounded up, without overflow
         let ms = steps > ceiling / self.coalesceDelayMs ? ceiling : steps * self.coalesceDelayMs
         return .milliseconds(Int64(min(ms, UInt64(Int64.max / 1000))))
+    }
+
+    /// A low estimate of the tokens `messages` take: a token per 4 bytes of UTF-8 (English runs 4 to 5
+    /// characters a token), plus 4 per message for the chat template. Low on purpose: a request is refused for
+    /// its length only when it surely does not fit.
+    public static func estimatedPromptTokens(_ messages: [ChatMessage]) -> Int {
+        messages.reduce(0) { $0 + $1.content.utf8.count / 4 + 4 }
     }
 
     /// Why `request` breaks a protocol limit, or nil if it does not.

@@ -71,6 +71,8 @@ public final class InferenceServer: Sendable {
         var admittedAtMonotonicMs: UInt64 = 0
         /// The answer streaming, once the job has a slot.
         var stream: InferenceStream?
+        /// The queue position last told the requester (`infer.queued`), while it waits.
+        var toldPosition: Int?
         var running: Bool { self.stream != nil }
     }
 
@@ -113,6 +115,12 @@ public final class InferenceServer: Sendable {
     /// New admission limits (settings changed). Running requests are not touched; freed slots go to the queue.
     public func updateAdmission(maxConcurrent: Int, maxQueued: Int) {
         self.withCore { $0.updateAdmission(maxConcurrent: maxConcurrent, maxQueued: maxQueued) }
+    }
+
+    /// How many requests per model the runtime runs at once (`homebase config --runtime-parallel`); more
+    /// slots start queued requests at once.
+    public func updateRuntimeParallel(_ parallel: Int) {
+        self.withCore { $0.updateRuntimeParallel(parallel) }
     }
 
     /// One `infer.request` from `sender` on `channel`, after the envelope's entitlement rule passed.
@@ -242,6 +250,11 @@ extension InferenceServer {
 
         var jobs: [Key: Job] = [:]
         var runningCount = 0
+        /// Requests streaming per model, each at most `limits.runtimeParallel`.
+        var runningByModel: [String: Int] = [:]
+        /// How long a whole answer of each model took lately (ms, a moving average), to judge whether the queue
+        /// can start a request within the requester's first-output window.
+        var answerMs: [String: Double] = [:]
         /// Admitted requests waiting for a slot, oldest first. At most `limits.maxQueued`, so removal by scan is cheap.
         var queue: [Key] = []
         var nextToken: UInt64 = 0
@@ -279,6 +292,42 @@ extension InferenceServer {
             self.limits.maxConcurrent = max(1, maxConcurrent)
             self.limits.maxQueued = max(0, maxQueued)
             self.startQueued()
+        }
+
+        func updateRuntimeParallel(_ parallel: Int) {
+            self.limits.runtimeParallel = max(1, parallel)
+            self.startQueued()
+        }
+
+        /// Whether a request for `model` may start now.
+        private func hasSlot(for model: String) -> Bool {
+            self.runningCount < self.limits.maxConcurrent
+                && self.runningByModel[model, default: 0] < self.limits.runtimeParallel
+        }
+
+        /// Why the queue cannot be expected to start a request for `model` at `position` within the requester's
+        /// first-output window, or nil. Judged from how long its answers took lately (unknown: admitted).
+        private func queueTooSlow(model: String, position: Int) -> String? {
+            guard let average = self.answerMs[model] else { return nil }
+            let parallel = max(1, self.limits.runtimeParallel)
+            let turns = (position + parallel - 1) / parallel
+            let expected = average * Double(turns)
+            guard expected > Double(self.limits.queueWaitBudgetMs) else { return nil }
+            return "the host is busy: queue position \(position) for \(model), about \(Int(expected / 1000)) s before it could start"
+        }
+
+        /// Tells each queued requester whose position improved where it stands now (`infer.queued`).
+        private func tellPositions() {
+            var positions: [String: Int] = [:]
+            for key in self.queue {
+                guard var job = self.jobs[key] else { continue }
+                let position = positions[job.request.model, default: 0] + 1
+                positions[job.request.model] = position
+                guard job.toldPosition.map({ position < $0 }) ?? true else { continue }
+                job.toldPosition = position
+                self.jobs[key] = job
+                self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: job.token)
+            }
         }
 
         func handle(_ item: Deferred) {
@@ -340,16 +389,36 @@ extension InferenceServer {
                             model: request.model, to: sender, channel: channel)
                 return
             }
-            guard status.models.contains(where: { $0.tag == request.model && $0.canComplete }) else {
+            // Advertised models only: a cloud model the owner did not share is not served, whoever asks.
+            guard status.advertisedModels.contains(where: { $0.tag == request.model && $0.canComplete }) else {
                 self.refuse(.modelUnavailable, "model not installed", id: request.id,
                             model: request.model, to: sender, channel: channel)
                 return
             }
-            let hasSlot = self.runningCount < self.limits.maxConcurrent
+            // Ollama cuts a prompt longer than the context it serves silently: refuse it by name instead.
+            if let info = status.models.first(where: { $0.tag == request.model }), let context = info.contextLength,
+                context > 0, InferenceLimits.estimatedPromptTokens(served.messages) > context
+            {
+                let tokens = InferenceLimits.estimatedPromptTokens(served.messages)
+                let source = info.contextServed
+                    ? "" : " by default (OLLAMA_CONTEXT_LENGTH raises it; confirmed once the model is loaded)"
+                self.refuse(.contextExceeded,
+                            "the conversation is about \(tokens) tokens; \(request.model) serves \(context)\(source)",
+                            id: request.id, model: request.model, to: sender, channel: channel)
+                return
+            }
+            let hasSlot = self.hasSlot(for: request.model)
             guard hasSlot || self.queue.count < self.limits.maxQueued else {
                 self.refuse(.busy, "the host is busy", id: request.id,
                             model: request.model, to: sender, channel: channel)
                 return
+            }
+            if !hasSlot {
+                let position = self.queue.reduce(1) { $0 + (self.jobs[$1]?.request.model == request.model ? 1 : 0) }
+                if let problem = self.queueTooSlow(model: request.model, position: position) {
+                    self.refuse(.busy, problem, id: request.id, model: request.model, to: sender, channel: channel)
+                    return
+                }
             }
 
             self.nextToken += 1
@@ -360,7 +429,13 @@ extension InferenceServer {
             self.admittedTotal += 1
             self.authorizer.admitted(served, from: sender, channel: channel)
             self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
-            if hasSlot { self.start(key) } else { self.queue.append(key) }
+            if hasSlot {
+                self.start(key)
+            } else {
+                // Queued: told so at once, and where it stands, so its watchdog knows the wait is progress.
+                self.queue.append(key)
+                self.tellPositions()
+            }
         }
 
         func cancelAll(from sender: PublicKey, error: InferErrorCode?) -> Int {
@@ -377,13 +452,19 @@ extension InferenceServer {
         private func start(_ key: Key) {
             guard var job = self.jobs[key], !job.running else { return }
             self.runningCount += 1
+            self.runningByModel[job.request.model, default: 0] += 1
             self.paceForRunning()
             let token = job.token
             let options = job.request.options
+            // `think` goes only to a model that can think: Ollama refuses an effort for any other (400).
+            let thinks = self.runtime.current.models.contains {
+                $0.tag == job.request.model && $0.capabilities.contains("thinking")
+            }
             let chatRequest = ChatRequest(
                 messages: job.request.messages,
                 options: ChatOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
-                                     stop: options.stop ?? [], seed: options.seed))
+                                     stop: options.stop ?? [], seed: options.seed,
+                                     think: thinks ? options.think : nil))
             // The engine pushes its reads straight into the stream, on its own thread; the server hears only
             // the end.
             let server = self.server
@@ -403,6 +484,13 @@ extension InferenceServer {
             switch end {
             case .done(let answer, let usage):
                 self.end(key, outcome: .done(answer: answer, usage: usage))
+            case .reasoningBudgetSpent(let usage):
+                guard let job = self.jobs[key] else { return }
+                let message = "max_tokens was spent reasoning (\(usage.completionTokens) tokens) before any answer; "
+                    + "ask with more max_tokens or think: low or false"
+                self.sendError(.reasoningBudget, message, id: key.id, model: job.request.model, to: key.sender,
+                               channel: job.channel)
+                self.end(key, outcome: .failed(.reasoningBudget))
             case .failed(let error):
                 self.engineFailed(error: error, key: key)
             }
@@ -465,10 +553,18 @@ extension InferenceServer {
             self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
             if job.running {
                 self.runningCount -= 1
+                let model = job.request.model
+                self.runningByModel[model, default: 1] -= 1
+                if self.runningByModel[model] == 0 { self.runningByModel[model] = nil }
+                if case .done = outcome {
+                    let took = Double(self.clock.monotonicMs() &- job.startedAtMonotonicMs)
+                    self.answerMs[model] = self.answerMs[model].map { $0 * 0.7 + took * 0.3 } ?? took
+                }
                 self.paceForRunning()
                 self.startQueued()
             } else {
                 self.queue.removeAll { $0 == key }
+                self.tellPositions()
             }
         }
 
@@ -480,10 +576,24 @@ extension InferenceServer {
             cadence.set(interval)
         }
 
+        /// Starts queued requests, oldest first, each as soon as its model has a slot; then tells the others that
+        /// still wait where they stand.
         private func startQueued() {
-            while self.runningCount < self.limits.maxConcurrent, !self.queue.isEmpty {
-                self.start(self.queue.removeFirst())
+            var index = 0
+            while index < self.queue.count, self.runningCount < self.limits.maxConcurrent {
+                let key = self.queue[index]
+                guard let model = self.jobs[key]?.request.model else {
+                    self.queue.remove(at: index)
+                    continue
+                }
+                if self.hasSlot(for: model) {
+                    self.queue.remove(at: index)
+                    self.start(key)
+                } else {
+                    index += 1
+                }
             }
+            self.tellPositions()
         }
 
         /// Sends an accept, ending the job if the RECEIPT says the requester is gone. The RECEIPT may come on any

@@ -15,6 +15,9 @@ final class InferenceStream: ChatEventSink {
     enum End: Sendable {
         /// `infer.done` was sent. `answer` when it was kept and stayed within `maxContentBytes`.
         case done(answer: String?, usage: Usage)
+        /// The token budget ran out while the model was still reasoning: no answer came. The server sends
+        /// `infer.error reasoning_budget` rather than an empty success.
+        case reasoningBudgetSpent(usage: Usage)
         /// The engine failed (nil: its stream ended without finishing); the server sends `infer.error`.
         case failed((any Error)?)
     }
@@ -36,6 +39,12 @@ final class InferenceStream: ChatEventSink {
         var lastReceiptAskedMs: UInt64
         /// The UTF-8 of one read's text pieces, joined (kept for its capacity).
         var joined: [UInt8] = []
+        /// Whether what the coalescer and `held` hold now is reasoning (else answer text): one kind at a time, so
+        /// a chunk carries either; a change of kind sends what is pending first.
+        var pendingIsReasoning = false
+        /// Reasoning and answer text sent so far (for the budget rule).
+        var sentReasoning = false
+        var sentText = false
         /// Text due to go that waits while the relay link paces (`InferenceLimits.maxPacedHoldMs`), and since when.
         var held = ""
         var heldSinceMs: UInt64 = 0
@@ -125,9 +134,11 @@ final class InferenceStream: ChatEventSink {
             guard !s.ended else { return nil }
             // The text of one read goes to the coalescer as one piece: one chunk rather than a chunk and a hold.
             // Its pieces (a token each) are joined as bytes and made a String once, a read of one piece taken as
-            // it is: a String append per token cost more than the rest of the token's way here.
+            // it is: a String append per token cost more than the rest of the token's way here. Reasoning and
+            // answer text are joined apart: a change of kind within a read passes on what was joined first.
             var readPieces = 0
             var lastPiece = ""
+            var readIsReasoning = false
             func readText() -> String {
                 defer {
                     s.joined.removeAll(keepingCapacity: true)
@@ -135,41 +146,61 @@ final class InferenceStream: ChatEventSink {
                 }
                 return readPieces == 1 ? lastPiece : String(decoding: s.joined, as: UTF8.self)
             }
+            func piece(_ piece: String, reasoning: Bool) {
+                if readPieces > 0, readIsReasoning != reasoning {
+                    let text = readText()
+                    if !text.isEmpty { self.textArrived(text, reasoning: readIsReasoning, &s) }
+                }
+                readIsReasoning = reasoning
+                s.joined.append(contentsOf: piece.utf8)
+                lastPiece = piece
+                readPieces += 1
+                if s.pieces == 0 { s.firstPieceAtMs = self.clock.monotonicMs() }
+                s.pieces += 1
+            }
             for event in batch {
                 switch event {
-                case .text(let piece):
-                    s.joined.append(contentsOf: piece.utf8)
-                    lastPiece = piece
-                    readPieces += 1
-                    if s.pieces == 0 { s.firstPieceAtMs = self.clock.monotonicMs() }
-                    s.pieces += 1
+                case .text(let text):
+                    piece(text, reasoning: false)
+                case .reasoning(let text):
+                    piece(text, reasoning: true)
                 case .toolCall:
                     // We never send tools to the engine; a tool call here is the runtime's invention. Ignore it.
                     break
                 case .finished(let reason, let usage):
                     let text = readText()
-                    if !text.isEmpty { self.textArrived(text, &s) }
+                    if !text.isEmpty { self.textArrived(text, reasoning: readIsReasoning, &s) }
                     // The rest goes now, paced or not: the done must follow it, and the link keeps the order.
-                    var rest = s.held
-                    s.held = ""
-                    if case .emit(let last) = s.coalescer.finish(nowMs: self.clock.monotonicMs()) { rest += last }
-                    if !rest.isEmpty { self.sendText(rest, nowMs: self.clock.monotonicMs(), &s) }
+                    self.sendPending(&s)
                     let usage = usage ?? Usage(promptTokens: 0, completionTokens: 0)
-                    let done = InferDone(id: self.id, finishReason: reason == .length ? "length" : "stop",
-                                         usage: usage, chunks: s.nextSeq)
-                    self.messenger.send(.inferDone(done), to: self.peer, channel: self.channel, store: false)
                     s.ended = true
                     s.flushTask?.cancel()
                     s.flushTask = nil
+                    if reason == .length, s.sentReasoning, !s.sentText {
+                        // The budget went on reasoning: an empty answer is no success (the server says so).
+                        s.end = .reasoningBudgetSpent(usage: usage)
+                        return s.end
+                    }
+                    let done = InferDone(id: self.id, finishReason: reason == .length ? "length" : "stop",
+                                         usage: usage, chunks: s.nextSeq)
+                    self.messenger.send(.inferDone(done), to: self.peer, channel: self.channel, store: false)
                     s.end = .done(answer: s.answer, usage: usage)
                     return s.end
                 }
             }
             let text = readText()
-            if !text.isEmpty { self.textArrived(text, &s) }
+            if !text.isEmpty { self.textArrived(text, reasoning: readIsReasoning, &s) }
             return nil
         }
         if let end { self.onEnd(end) }
+    }
+
+    /// Sends what the coalescer and the paced hold have, at once.
+    private func sendPending(_ s: inout State) {
+        var rest = s.held
+        s.held = ""
+        if case .emit(let last) = s.coalescer.finish(nowMs: self.clock.monotonicMs()) { rest += last }
+        if !rest.isEmpty { self.sendText(rest, nowMs: self.clock.monotonicMs(), &s) }
     }
 
     func ended(_ error: (any Error)?) {
@@ -186,7 +217,16 @@ final class InferenceStream: ChatEventSink {
 
     // MARK: Under the lock
 
-    private func textArrived(_ text: String, _ s: inout State) {
+    private func textArrived(_ text: String, reasoning: Bool, _ s: inout State) {
+        if reasoning != s.pendingIsReasoning {
+            // One kind per chunk: what is pending of the other kind goes first, in order.
+            self.sendPending(&s)
+            s.pendingIsReasoning = reasoning
+        }
+        if reasoning {
+            self.apply(s.coalescer.textArrived(text, nowMs: self.clock.monotonicMs()), &s)
+            return
+        }
         if let size = s.answer?.utf8.count {
             if size + text.utf8.count <= self.maxContentBytes {
                 s.answer!.append(text)  // in place: `answer + text` copied the whole answer per read
@@ -246,7 +286,10 @@ final class InferenceStream: ChatEventSink {
     }
 
     private func sendChunk(_ text: String, nowMs now: UInt64, _ s: inout State) {
-        let chunk = InferChunk(id: self.id, seq: s.nextSeq, text: text)
+        let chunk = s.pendingIsReasoning
+            ? InferChunk(id: self.id, seq: s.nextSeq, text: "", reasoning: text)
+            : InferChunk(id: self.id, seq: s.nextSeq, text: text)
+        if s.pendingIsReasoning { s.sentReasoning = true } else { s.sentText = true }
         s.nextSeq += 1
         // Whether the requester is still there, asked of the relay at most once per receipt interval
         // (Protocol/messages.md §2, host rule 4), counted from the stream's start: a short answer asks

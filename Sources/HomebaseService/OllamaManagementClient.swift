@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HomebaseCore
 import HomebaseTransport
+import Synchronization
 
 /// Ollama's native management API (`/api/*`, reference/model-apis.md §1) plus the one-token trial completion
 /// that test-before-persist needs (§2). Inference itself goes through the OpenAI-compatible provider, not here.
@@ -18,9 +19,11 @@ public struct OllamaManagementClient: Sendable {
         /// Whole-exchange limit for `keepAlive` and `trialCompletion`, which may wait for a cold model load
         /// (tens of seconds for a large model from a slow disk).
         public var loadTimeout: Duration = .seconds(300)
-        /// Longest silence in a pull. Progress lines come every ~60 ms while downloading, but verifying the
-        /// digest of a large model sends nothing for a while.
+        /// Longest silence in a pull while it downloads (progress lines come every ~60 ms then).
         public var pullIdleTimeout: Duration = .seconds(120)
+        /// Longest silence once every layer is downloaded: Ollama then hashes each new layer (`verifying sha256
+        /// digest`) with no line at all, minutes for a large model on a slow disk.
+        public var pullVerifyIdleTimeout: Duration = .seconds(30 * 60)
         /// Largest buffered body. A `/api/show` with a long license is tens of KiB; this leaves a wide margin.
         public var maxResponseBytes = 8 * 1024 * 1024
         /// Longest NDJSON line in a pull; real lines are under 300 bytes.
@@ -60,7 +63,8 @@ public struct OllamaManagementClient: Sendable {
             return OllamaInstalledModel(
                 name: name, size: max(0, entry.size ?? 0), digest: entry.digest ?? "",
                 family: entry.details?.family ?? "", parameterSize: entry.details?.parameter_size ?? "",
-                quantization: entry.details?.quantization_level ?? "")
+                quantization: entry.details?.quantization_level ?? "", remoteHost: entry.remote_host,
+                capabilities: entry.capabilities)
         }
     }
 
@@ -82,13 +86,14 @@ public struct OllamaManagementClient: Sendable {
             guard let name = entry.name ?? entry.model, !name.isEmpty else {
                 throw OllamaError.malformed("/api/ps listed a model without a name")
             }
-            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at, sizeBytes: entry.size,
-                                     vramBytes: entry.size_vram)
+            return OllamaLoadedModel(name: name, expiresAt: entry.expires_at,
+                                     contextLength: entry.context_length.flatMap { $0 > 0 ? $0 : nil },
+                                     sizeBytes: entry.size, vramBytes: entry.size_vram)
         }
     }
 
-    /// Loads `model` (if needed) and keeps it in memory for `duration` (a Go duration such as `30m`, or `-1`
-    /// for ever): `POST /api/chat` with empty `messages`, which loads without generating (reference §3).
+    /// Loads `model` (if needed) and keeps it in memory for `duration` (a Go duration with its unit, such as
+    /// `30m`, or `-1m` for ever; a bare `-1` is refused by real servers, 400 `missing unit`): `POST /api/chat` with empty `messages`, which loads without generating (reference §3).
     /// May take as long as a cold load (`configuration.loadTimeout`).
     public func keepAlive(_ model: String, duration: String) async throws {
         let _: OllamaWire.ErrorBody = try await self.call(
@@ -138,7 +143,8 @@ public struct OllamaManagementClient: Sendable {
     {
         let path = "/api/pull"
         var request = try self.request("POST", path, json: PullRequest(model: model, stream: true), timeout: nil)
-        request.idleTimeout = self.configuration.pullIdleTimeout
+        // The transport allows the longer silence; the download phase's shorter one is watched here.
+        request.idleTimeout = max(self.configuration.pullIdleTimeout, self.configuration.pullVerifyIdleTimeout)
         let head: HTTPClientResponseHead
         let body: AsyncThrowingStream<[UInt8], Error>
         do {
@@ -146,7 +152,6 @@ public struct OllamaManagementClient: Sendable {
         } catch {
             throw self.mapped(error, path: path, limit: self.configuration.connectTimeout)
         }
-        var splitter = LineSplitter(maxLineBytes: self.configuration.maxPullLineBytes)
         guard head.status == 200 else {
             var collected: [UInt8] = []
             do {
@@ -159,26 +164,71 @@ public struct OllamaManagementClient: Sendable {
             }
             throw OllamaError.http(status: head.status, message: Self.errorMessage(collected, status: head.status))
         }
-        do {
-            for try await piece in body {
-                for line in try splitter.append(piece) {
-                    if let progress = try Self.pullLine(line, model: model) {
-                        continuation.yield(progress)
-                        if progress.isSuccess { return }
+        let phase = PullPhaseBox()
+        let downloadIdle = self.configuration.pullIdleTimeout
+        let endpoint = self.endpoint
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // While layers download, a silence longer than `pullIdleTimeout` fails the pull; once every layer
+            // is complete (the server verifies digests, silently), only the transport's longer limit applies.
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: min(downloadIdle, .seconds(1)))
+                    let stalled = phase.withLock { !$0.downloaded && ContinuousClock.now - $0.lastLine > downloadIdle }
+                    if stalled {
+                        throw OllamaError.timedOut("\(endpoint) did not answer \(path) within \(OllamaError.seconds(downloadIdle))")
                     }
                 }
             }
-            if let last = try splitter.finish(), let progress = try Self.pullLine(last, model: model) {
-                continuation.yield(progress)
-                if progress.isSuccess { return }
+            group.addTask {
+                var splitter = LineSplitter(maxLineBytes: self.configuration.maxPullLineBytes)
+                do {
+                    for try await piece in body {
+                        for line in try splitter.append(piece) {
+                            if let progress = try Self.pullLine(line, model: model) {
+                                phase.withLock { $0.saw(progress) }
+                                continuation.yield(progress)
+                                if progress.isSuccess { return }
+                            }
+                        }
+                    }
+                    if let last = try splitter.finish(), let progress = try Self.pullLine(last, model: model) {
+                        continuation.yield(progress)
+                        if progress.isSuccess { return }
+                    }
+                } catch let error as LineSplitter.Error {
+                    throw OllamaError.malformed("\(path) sent a line over \(self.configuration.maxPullLineBytes) bytes"
+                        + " (\(error))")
+                } catch {
+                    throw self.mapped(error, path: path, limit: self.configuration.pullVerifyIdleTimeout)
+                }
+                throw OllamaError.pull(model: model, message: "the download ended before Ollama reported success")
             }
-        } catch let error as LineSplitter.Error {
-            throw OllamaError.malformed("\(path) sent a line over \(self.configuration.maxPullLineBytes) bytes"
-                + " (\(error))")
-        } catch {
-            throw self.mapped(error, path: path, limit: self.configuration.pullIdleTimeout)
+            // The first to end decides: the body's end (or failure), or the download-phase watchdog.
+            try await group.next()
+            group.cancelAll()
         }
-        throw OllamaError.pull(model: model, message: "the download ended before Ollama reported success")
+    }
+
+    final class PullPhaseBox: Sendable {
+        private let state = Mutex(PullPhase(lastLine: ContinuousClock.now))
+        func withLock<T: Sendable>(_ body: (inout PullPhase) -> T) -> T { self.state.withLock { body(&$0) } }
+    }
+
+    /// Where a pull stands, for its idle watchdog: when the last line came, and whether every layer seen so far
+    /// is complete (then the server verifies digests, silently). Judged from the numbers, not the status texts,
+    /// which differ between server versions.
+    struct PullPhase: Sendable {
+        var lastLine: ContinuousClock.Instant
+        var layers: [String: (total: Int64, completed: Int64)] = [:]
+        var downloaded = false
+
+        mutating func saw(_ progress: PullProgress) {
+            self.lastLine = .now
+            if let digest = progress.digest, progress.total > 0 {
+                self.layers[digest] = (progress.total, progress.completed)
+            }
+            self.downloaded = !self.layers.isEmpty && self.layers.values.allSatisfy { $0.completed >= $0.total }
+        }
     }
 
     /// Decodes one NDJSON line; `nil` for a blank line. An `error` field wins over everything else.

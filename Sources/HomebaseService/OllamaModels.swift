@@ -14,16 +14,26 @@ public struct OllamaInstalledModel: Sendable, Equatable {
     public var parameterSize: String
     /// `details.quantization_level`, e.g. `Q4_K_M`; empty when absent.
     public var quantization: String
+    /// `remote_host` of a cloud stub (`ollama pull gpt-oss:120b-cloud`): its requests are forwarded there
+    /// (ollama.com), so its prompts leave the machine. Nil for a local model.
+    public var remoteHost: String?
+    /// `capabilities` as current servers list them in `/api/tags`; nil from older servers.
+    public var capabilities: [String]?
 
     public init(name: String, size: Int64, digest: String, family: String, parameterSize: String,
-                quantization: String) {
+                quantization: String, remoteHost: String? = nil, capabilities: [String]? = nil) {
         self.name = name
         self.size = size
         self.digest = digest
         self.family = family
         self.parameterSize = parameterSize
         self.quantization = quantization
+        self.remoteHost = remoteHost
+        self.capabilities = capabilities
     }
+
+    /// A cloud stub: not local inference.
+    public var isCloud: Bool { !(self.remoteHost ?? "").isEmpty }
 }
 
 /// What `/api/show` says about one model that matters to routing.
@@ -51,13 +61,17 @@ public struct OllamaLoadedModel: Sendable, Equatable {
     public var name: String
     /// RFC 3339 time the model unloads (a date in 2318 for a pinned model); `nil` when absent.
     public var expiresAt: String?
+    /// The context the runtime serves it with (what a prompt may fill); `nil` from servers that do not say.
+    public var contextLength: Int?
     /// Memory it takes (`size`), and of that on the GPU (`size_vram`), bytes; nil when absent.
     public var sizeBytes: Int64?
     public var vramBytes: Int64?
 
-    public init(name: String, expiresAt: String?, sizeBytes: Int64? = nil, vramBytes: Int64? = nil) {
+    public init(name: String, expiresAt: String?, contextLength: Int? = nil, sizeBytes: Int64? = nil,
+                vramBytes: Int64? = nil) {
         self.name = name
         self.expiresAt = expiresAt
+        self.contextLength = contextLength
         self.sizeBytes = sizeBytes
         self.vramBytes = vramBytes
     }
@@ -83,6 +97,8 @@ struct OllamaWire {
             let size: Int64?
             let digest: String?
             let details: Details?
+            let remote_host: String?
+            let capabilities: [String]?
         }
 
         /// `null` is accepted as none (Go marshals a nil slice as `null`).
@@ -126,6 +142,8 @@ struct OllamaWire {
             let name: String?
             let model: String?
             let expires_at: String?
+            /// The context served (current servers).
+            let context_length: Int?
             let size: Int64?
             let size_vram: Int64?
         }

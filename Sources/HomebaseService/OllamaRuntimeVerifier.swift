@@ -41,8 +41,8 @@ public struct OllamaRuntimeVerifier: Sendable {
 
     /// Verifies `endpoint` and returns the status to persist: `verified` and `available`, with the models.
     ///
-    /// The trial uses a completion-capable model that is already loaded, else the smallest one on disk (the
-    /// quickest cold load). A runtime with only embedding models passes without a trial: nothing could be
+    /// The trial uses a completion-capable local model that is already loaded, else the smallest one on disk (the
+    /// quickest cold load); cloud stubs are never tried. A runtime with only embedding models passes without a trial: nothing could be
     /// asked of it.
     /// - Throws: `RuntimeVerificationError`; `CancellationError` when the task is cancelled.
     public func verify(endpoint: String) async throws -> RuntimeStatus {
@@ -67,20 +67,18 @@ public struct OllamaRuntimeVerifier: Sendable {
             }
             // The trial loaded a model; report that rather than the state from before it. Losing this
             // refresh only costs a stale flag until the monitor's next probe.
-            if let loaded = try? await probe.loadedNames() {
-                for index in snapshot.models.indices {
-                    let tag = RuntimeProbe.normalized(snapshot.models[index].tag)
-                    snapshot.models[index].loaded = loaded.contains(tag)
-                }
+            if let loaded = try? await probe.loaded() {
+                RuntimeProbe.apply(loaded: loaded, to: &snapshot.models)
             }
         }
         return RuntimeStatus(endpoint: client.endpoint, verified: true, available: true, version: snapshot.version,
                              models: snapshot.models, checkedAtMs: self.clock.nowMs())
     }
 
-    /// The model for the trial completion, or `nil` when none can complete.
+    /// The model for the trial completion, or `nil` when none can complete. Never a cloud stub: its few hundred
+    /// bytes make it the "smallest", but its answer (or its 502 offline) says nothing about the local runtime.
     static func trialModel(_ snapshot: RuntimeProbe.Snapshot) -> String? {
-        let candidates = snapshot.models.filter(\.canComplete)
+        let candidates = snapshot.models.filter { $0.canComplete && !$0.cloud }
         if let loaded = candidates.first(where: \.loaded) { return loaded.tag }
         return candidates.min { (snapshot.sizes[$0.tag] ?? .max) < (snapshot.sizes[$1.tag] ?? .max) }?.tag
     }

@@ -2,9 +2,11 @@ import HomebaseCore
 import HomebaseNode
 import Synchronization
 
-/// Answers whether a key is a contact (a guest); the daemon's guest registry.
+/// Answers whether a key is a contact (a guest), and whether its grant is in force; the daemon's guest registry.
 public protocol ContactLookup: AnyObject, Sendable {
     func isContact(_ key: PublicKey) -> Bool
+    /// A granted guest (not pending, not revoked): the only contacts that make v2 sessions (envelope.md §7.7).
+    func isGranted(_ key: PublicKey) -> Bool
 }
 
 extension GuestRegistry: ContactLookup {}
@@ -56,7 +58,8 @@ public final class PeerDirectory: Sendable {
     public func relation(of sender: PublicKey) -> SenderRelation {
         let contacts = self.contacts.withLock { $0 }
         return SenderRelation(isSibling: self.snapshot.withLock { $0.siblings.contains(sender) },
-                              isContact: contacts?.isContact(sender) ?? false)
+                              isContact: contacts?.isContact(sender) ?? false,
+                              isGranted: contacts?.isGranted(sender) ?? false)
     }
 
     /// For the messenger's entitlement rule.

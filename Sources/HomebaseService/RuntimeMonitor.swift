@@ -30,6 +30,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         /// `keep_alive` of the warming request: longer than the probe interval, so a pinned model never
         /// expires between two probes.
         public var pinnedKeepAlive = "30m"
+        /// Cloud models the owner shares (`HomebaseSettings.sharedCloudModels`).
+        public var sharedCloudModels: [String] = []
         public var client = OllamaManagementClient.Configuration()
 
         public init() {}
@@ -44,6 +46,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         var warming: [String: Task<Void, Never>] = [:]
         /// `configuration.pinnedModels` at first, then what `setPinnedModels` set.
         var pinnedModels: [String]
+        /// `configuration.sharedCloudModels` at first, then what `setSharedCloudModels` set.
+        var sharedCloudModels: Set<String>
     }
 
     public let endpoint: String
@@ -83,7 +87,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
             probeInterval: configuration.probeInterval, reverifyDelay: configuration.reverifyDelay,
             firstRetryDelay: configuration.firstRetryDelay, maxRetryDelay: configuration.maxRetryDelay)
         self.state = Mutex(State(status: initial, verified: verified, schedule: schedule,
-                                 pinnedModels: configuration.pinnedModels))
+                                 pinnedModels: configuration.pinnedModels,
+                                 sharedCloudModels: Set(configuration.sharedCloudModels)))
     }
 
     deinit {
@@ -108,6 +113,16 @@ public final class RuntimeMonitor: RuntimeStatusSource {
             return true
         }
         if changed { self.reverifySoon() }
+    }
+
+    /// Sharing applies at once: the status is published again, so adverts add or drop the model.
+    public func setSharedCloudModels(_ tags: [String]) {
+        let status = self.state.withLock { s -> RuntimeStatus? in
+            guard s.sharedCloudModels != Set(tags) else { return nil }
+            s.sharedCloudModels = Set(tags)
+            return s.status
+        }
+        if let status { self.publish(status) }
     }
 
     /// The models kept loaded now.
@@ -206,12 +221,15 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// Stores `status` as current and yields it when something a consumer acts on changed (not merely the
     /// probe time or the wording of an error).
     private func publish(_ status: RuntimeStatus) {
+        var status = status
         let changed = self.state.withLock { s -> Bool in
             let old = s.status
+            status.sharedCloudModels = s.sharedCloudModels
             s.status = status
             return old.endpoint != status.endpoint || old.verified != status.verified
                 || old.available != status.available || old.version != status.version
                 || old.models.map(\.withoutLoadDetails) != status.models.map(\.withoutLoadDetails)
+                || old.sharedCloudModels != status.sharedCloudModels
         }
         self.observer.current?(())
         guard changed else { return }
@@ -224,10 +242,11 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// Starts a keep-alive load for each pinned model that is installed, can complete, is not loaded and is
     /// not already being loaded. A finished load asks for a probe, so the loaded flag shows soon.
     private func warmPinnedModels(_ status: RuntimeStatus) {
-        let pinned = Set(self.pinnedModels.map(RuntimeProbe.normalized))
+        // Case-insensitively, as Ollama matches names: a pin of `Qwen2.5:7B` keeps `qwen2.5:7b` warm.
+        let pinned = Set(self.pinnedModels.map { RuntimeProbe.normalized($0).lowercased() })
         guard !pinned.isEmpty else { return }
         let cold = status.models.filter {
-            pinned.contains(RuntimeProbe.normalized($0.tag)) && $0.canComplete && !$0.loaded
+            pinned.contains(RuntimeProbe.normalized($0.tag).lowercased()) && $0.canComplete && !$0.loaded && !$0.cloud
         }
         for model in cold {
             self.state.withLock { s in

@@ -10,6 +10,15 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var contextLength: Int?
     /// In memory now (Ollama `/api/ps`), so a request will not wait for a cold load.
     public var loaded: Bool
+    /// A cloud stub (`remote_host` in `/api/tags`, e.g. `gpt-oss:120b-cloud`): the runtime forwards its prompts
+    /// to a third party. Never a trial model, and advertised only when the owner shares it
+    /// (`homebase config --share-cloud`).
+    public var cloud: Bool
+    /// What the model was trained for (`/api/show`'s `<arch>.context_length`); `contextLength` is what is
+    /// served: `/api/ps`'s once loaded (`contextServed`), else this capped at Ollama's default.
+    public var trainedContextLength: Int?
+    /// `contextLength` is what the runtime reports serving (the model is loaded), not a default.
+    public var contextServed = false
     /// While loaded: the memory it takes and how much of it is on the GPU (bytes), and when Ollama's keep-alive
     /// unloads it (ms since 1970; years ahead for a pinned model). Nil when not loaded or not told.
     public var memoryBytes: Int64?
@@ -17,7 +26,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var unloadsAtMs: UInt64?
 
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
-                contextLength: Int?, loaded: Bool) {
+                contextLength: Int?, loaded: Bool, cloud: Bool = false) {
         self.tag = tag
         self.family = family
         self.parameterSize = parameterSize
@@ -25,9 +34,34 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.capabilities = capabilities
         self.contextLength = contextLength
         self.loaded = loaded
+        self.cloud = cloud
     }
 
     public var canComplete: Bool { self.capabilities.contains("completion") }
+
+    enum CodingKeys: String, CodingKey {
+        case tag, family, parameterSize, quantization, capabilities, contextLength, loaded, cloud
+        case trainedContextLength, contextServed
+        case memoryBytes, vramBytes, unloadsAtMs
+    }
+
+    /// Reports written before `cloud` existed read as local models.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.tag = try c.decode(String.self, forKey: .tag)
+        self.family = try c.decode(String.self, forKey: .family)
+        self.parameterSize = try c.decode(String.self, forKey: .parameterSize)
+        self.quantization = try c.decode(String.self, forKey: .quantization)
+        self.capabilities = try c.decode([String].self, forKey: .capabilities)
+        self.contextLength = try c.decodeIfPresent(Int.self, forKey: .contextLength)
+        self.loaded = try c.decode(Bool.self, forKey: .loaded)
+        self.cloud = try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false
+        self.trainedContextLength = try c.decodeIfPresent(Int.self, forKey: .trainedContextLength)
+        self.contextServed = try c.decodeIfPresent(Bool.self, forKey: .contextServed) ?? false
+        self.memoryBytes = try c.decodeIfPresent(Int64.self, forKey: .memoryBytes)
+        self.vramBytes = try c.decodeIfPresent(Int64.self, forKey: .vramBytes)
+        self.unloadsAtMs = try c.decodeIfPresent(UInt64.self, forKey: .unloadsAtMs)
+    }
 }
 
 /// What the Homebase knows about its runtime now. Configuration (a verified endpoint) and availability (the
@@ -44,6 +78,8 @@ public struct RuntimeStatus: Sendable, Equatable {
     public var checkedAtMs: UInt64
     /// Why the last probe failed, for `homebase status`.
     public var lastError: String?
+    /// Cloud models the owner chose to share (`homebase config --share-cloud`), by tag.
+    public var sharedCloudModels: Set<String> = []
 
     public init(endpoint: String?, verified: Bool, available: Bool, version: String?, models: [RuntimeModelInfo],
                 checkedAtMs: UInt64, lastError: String? = nil) {
@@ -59,8 +95,17 @@ public struct RuntimeStatus: Sendable, Equatable {
     public static let unknown = RuntimeStatus(endpoint: nil, verified: false, available: false, version: nil,
                                               models: [], checkedAtMs: 0)
 
-    /// The models to advertise: none unless the runtime is verified and available.
-    public var advertisedModels: [RuntimeModelInfo] { self.verified && self.available ? self.models : [] }
+    /// The models to advertise and serve: none unless the runtime is verified and available, and a cloud model
+    /// only when the owner shares it (seed 000: a prompt never goes to a cloud its owner did not choose).
+    public var advertisedModels: [RuntimeModelInfo] {
+        guard self.verified && self.available else { return [] }
+        return self.models.filter { !$0.cloud || self.isShared($0.tag) }
+    }
+
+    /// Whether the owner shares the cloud model `tag` (a name without a tag means `:latest`).
+    public func isShared(_ tag: String) -> Bool {
+        self.sharedCloudModels.contains(tag) || self.sharedCloudModels.contains(RuntimeProbe.normalized(tag))
+    }
 }
 
 /// The source of runtime status for adverts and the inference server. `RuntimeMonitor` implements it over
@@ -73,11 +118,15 @@ public protocol RuntimeStatusSource: AnyObject, Sendable {
     func reverifySoon()
     /// The owner changed the pinned models (`homebase config --pin`): keep these loaded from now on.
     func setPinnedModels(_ tags: [String])
+    /// The owner changed the cloud models it shares (`homebase config --share-cloud`).
+    func setSharedCloudModels(_ tags: [String])
 }
 
 extension RuntimeStatusSource {
     /// Sources that load nothing ignore pins.
     public func setPinnedModels(_ tags: [String]) {}
+    /// Sources without cloud models ignore sharing.
+    public func setSharedCloudModels(_ tags: [String]) {}
 }
 
 extension RuntimeModelInfo {

@@ -477,8 +477,8 @@ enum StatusPageAssets {
       fill($("models").tBodies[0], d.models.map((m) => el("tr", { "data-model": m.tag },
         el("td", { class: "mono" }, m.tag),
         el("td", { class: "muted" }, [m.parameter_size, m.quantization].filter(Boolean).join(" · ")),
-        el("td", {}, el("div", {}, m.loaded ? pill("loaded", "ok") : pill("cold"), m.pinned ? " " : null, m.pinned ? pill("pinned", "info") : null,
-          m.loaded ? el("div", { class: "muted small memory" }, loadDetails(m, now)) : null)),
+        el("td", {}, el("div", {}, m.cloud ? pill(m.shared ? "cloud · shared" : "cloud · not shared", "info") : m.loaded ? pill("loaded", "ok") : pill("cold"), m.pinned ? " " : null, m.pinned ? pill("pinned", "info") : null,
+          m.loaded && !m.cloud ? el("div", { class: "muted small memory" }, loadDetails(m, now)) : null)),
         el("td", {}, m.pinned
           ? el("button", { onclick: () => confirmAction("Stop keeping " + m.tag + " warm?", "It unloads when Ollama's keep-alive runs out.", "pin", { model: m.tag, pinned: false }) }, "Unpin")
           : el("button", { onclick: () => confirmAction("Keep " + m.tag + " warm?", "The Homebase loads it now and keeps it loaded, so no request waits for a cold load.", "pin", { model: m.tag, pinned: true }) }, "Pin warm")))), "models-empty");

@@ -139,7 +139,9 @@ extension StatusReport {
                     "context_length": Self.nullable(m.contextLength), "loaded": m.loaded,
                     "memory_bytes": Self.nullable(m.memoryBytes), "vram_bytes": Self.nullable(m.vramBytes),
                     "unloads_at": Self.nullable(m.unloadsAtMs),
-                    "pinned": self.isPinned(m.tag),
+                    "pinned": self.isPinned(m.tag), "cloud": m.cloud,
+                    "context_source": m.contextLength == nil ? NSNull() : (m.contextServed ? "served" : "default"),
+                    "shared": !m.cloud || self.runtime.isShared(m.tag),
                 ]
             },
             "pinned_models": self.pinnedModels,

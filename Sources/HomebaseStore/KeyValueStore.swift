@@ -40,9 +40,45 @@ public final class KeyValueStore: Sendable {
     /// Removes `key`; returns false if it was not there.
     @discardableResult
     public func remove(_ key: String) throws -> Bool {
-        try self.database.withConnection { connection in
-            try connection.execute("DELETE FROM kv WHERE key = ?", [.text(key)])
-            return connection.changes > 0
+        try self.database.withConnection { connection in try Self.remove(key, connection) }
+    }
+
+    static func remove(_ key: String, _ connection: DatabaseConnection) throws -> Bool {
+        try connection.execute("DELETE FROM kv WHERE key = ?", [.text(key)])
+        return connection.changes > 0
+    }
+
+    /// Runs `body` in one write transaction (`Database.transaction`, `BEGIN IMMEDIATE`): reads and writes through
+    /// the `Transaction` it is given are atomic against every other connection to the file, in any process.
+    /// Do not use this store itself inside `body` (the database lock is not recursive).
+    public func transaction<T: Sendable>(_ body: (Transaction) throws -> T) throws -> T {
+        try self.database.transaction { connection in
+            try body(Transaction(connection: connection, clock: self.clock))
+        }
+    }
+
+    /// The store's operations on the connection of a running transaction; valid only inside its body.
+    public struct Transaction {
+        let connection: DatabaseConnection
+        let clock: @Sendable () -> UInt64
+
+        public func string(_ key: String) throws -> String? {
+            try KeyValueStore.value(key, self.connection).map { row in try row.string(0) }
+        }
+
+        public func data(_ key: String) throws -> [UInt8]? {
+            try KeyValueStore.value(key, self.connection).map { row in try row.blob(0) }
+        }
+
+        public func set(_ value: SQLValue, _ key: String) throws {
+            try KeyValueStore.set(value, key, nowMs: self.clock(), self.connection)
+        }
+
+        @discardableResult
+        public func remove(_ key: String) throws -> Bool { try KeyValueStore.remove(key, self.connection) }
+
+        public func keys(withPrefix prefix: String) throws -> [String] {
+            try KeyValueStore.keys(withPrefix: prefix, self.connection)
         }
     }
 
@@ -57,29 +93,42 @@ public final class KeyValueStore: Sendable {
     /// Uses the primary key as a range (`prefix <= key < successor(prefix)`), so it reads only matching
     /// rows. Unbounded in count, which is safe because only our own modules write keys, each a handful.
     public func keys(withPrefix prefix: String) throws -> [String] {
+        try self.database.withConnection { connection in try Self.keys(withPrefix: prefix, connection) }
+    }
+
+    static func keys(withPrefix prefix: String, _ connection: DatabaseConnection) throws -> [String] {
         let rows: [Row]
         if let upper = Self.successor(of: prefix) {
-            rows = try self.database.query(
+            rows = try connection.query(
                 "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key",
                 [.text(prefix), .text(upper)]
             )
         } else {
-            rows = try self.database.query("SELECT key FROM kv WHERE key >= ? ORDER BY key", [.text(prefix)])
+            rows = try connection.query("SELECT key FROM kv WHERE key >= ? ORDER BY key", [.text(prefix)])
         }
         return try rows.map { try $0.string(0) }
     }
 
     private func value(_ key: String) throws -> Row? {
-        try self.database.query("SELECT value FROM kv WHERE key = ?", [.text(key)]).first
+        try self.database.withConnection { connection in try Self.value(key, connection) }
+    }
+
+    static func value(_ key: String, _ connection: DatabaseConnection) throws -> Row? {
+        try connection.query("SELECT value FROM kv WHERE key = ?", [.text(key)]).first
     }
 
     private func set(_ value: SQLValue, _ key: String) throws {
-        try self.database.execute(
+        let now = self.clock()
+        try self.database.withConnection { connection in try Self.set(value, key, nowMs: now, connection) }
+    }
+
+    static func set(_ value: SQLValue, _ key: String, nowMs: UInt64, _ connection: DatabaseConnection) throws {
+        try connection.execute(
             """
             INSERT INTO kv(key, value, updated_at) VALUES (?, ?, ?)
             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
             """,
-            [.text(key), value, .integer(Int64(storing: self.clock()))]
+            [.text(key), value, .integer(Int64(storing: nowMs))]
         )
     }
 

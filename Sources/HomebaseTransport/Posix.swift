@@ -4,6 +4,7 @@ internal import CLinux
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HomebaseCore
 
 /// Small portable POSIX helpers shared by the event loop and the client streams.
 ///
@@ -179,4 +180,14 @@ public enum Posix {
             return .failure(.io(code))
         }
     }
+}
+
+extension WallClock {
+    /// The system's time of day (CLOCK_REALTIME).
+    public static let system = WallClock { Posix.wallClockMs }
+}
+
+extension MonotonicClock {
+    /// The system's monotonic clock (CLOCK_MONOTONIC).
+    public static let system = MonotonicClock { Posix.monotonicMs }
 }

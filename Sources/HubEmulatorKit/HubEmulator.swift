@@ -54,7 +54,7 @@ public final class HubEmulator: Sendable {
 
     /// The sha256 the emulator announces for a repo's `model.safetensors`, and its size (tests compare).
     public func weights(of id: String) -> (sha256: String, size: Int)? {
-        guard let file = self.repoFiles(id)?.first(where: { $0.path == "model.safetensors" }) else { return nil }
+        guard let file = self.repoFiles(id)?.first(where: { $0.path.hasSuffix("model.safetensors") }) else { return nil }
         return (file.sha256!, file.content.count)
     }
 
@@ -165,8 +165,24 @@ public final class HubEmulator: Sendable {
             guard parts[3] == "main" || parts[3] == sha else {
                 return Self.error(writer, 404, code: "RevisionNotFound", "Invalid rev id: \(parts[3])")
             }
-            let tree = JSONNode.array((self.repoFiles(id) ?? []).map(\.treeEntry))
-            return Self.json(writer, tree)
+            // The Hub lists only the top level (files and folders) unless asked for `recursive`, a page at a time
+            // with a `Link` to the next, as the listing does.
+            let recursive = request.head.query.contains {
+                $0.name == "recursive" && ["1", "true", "True"].contains($0.value)
+            }
+            let entries = RepoFiles.tree(self.repoFiles(id) ?? [], recursive: recursive)
+            let offset = request.head.queryValue("cursor").flatMap(Self.decodeCursor) ?? 0
+            let page = entries.dropFirst(offset).prefix(max(1, self.configuration.pageSize))
+            var headers = [("Content-Type", "application/json; charset=utf-8")]
+            if offset + page.count < entries.count {
+                let host = request.header("Host") ?? "\(self.configuration.host):\(self.configuration.port)"
+                var items = request.head.query.filter { $0.name != "cursor" }.map {
+                    "\(Self.escape($0.name))=\(Self.escape($0.value))"
+                }
+                items.append("cursor=" + Self.encodeCursor(offset + page.count))
+                headers.append(("Link", "<http://\(host)\(request.path)?\(items.joined(separator: "&"))>; rel=\"next\""))
+            }
+            return writer.respond(status: 200, headers: headers, body: JSONNode.array(Array(page)).serialized())
         }
         guard parts.count == 2 || (parts.count == 4 && parts[2] == "revision") else {
             return Self.error(writer, 404, code: nil, "Not Found")
@@ -269,7 +285,9 @@ public final class HubEmulator: Sendable {
     func repoFiles(_ id: String) -> [ServedFile]? {
         guard let record = self.records[id] else { return nil }
         if let cached = self.files.withLock({ $0[id] }) { return cached }
-        let made = RepoFiles.make(id: id, record: record, weightBytes: self.configuration.weightBytes)
+        let nested = self.configuration.faults.nested
+        let made = RepoFiles.make(id: id, record: record, weightBytes: self.configuration.weightBytes,
+                                  weightsFolder: nested.contains("*") || nested.contains(id) ? "weights/" : "")
         self.files.withLock { $0[id] = made }
         return made
     }

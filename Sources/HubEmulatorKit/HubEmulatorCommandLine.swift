@@ -17,7 +17,8 @@ public enum HubEmulatorCommandLine {
 
         A stand-in for the Hugging Face Hub's model API and file downloads (reference/model-apis.md §6,
         Fixtures/hub/README.md): /api/models with author/pipeline_tag/search/filter, repeated expand= and Link
-        pagination; /api/models/ORG/NAME[/revision/REV]; /api/models/ORG/NAME/tree/REV; ORG/NAME/resolve/REV/FILE
+        pagination; /api/models/ORG/NAME[/revision/REV]; /api/models/ORG/NAME/tree/REV[?recursive=1] (only the top
+        level without it, as on the Hub); ORG/NAME/resolve/REV/FILE
         with 302 to the LFS store, X-Linked-Etag/X-Linked-Size/X-Repo-Commit, Range and the X-Error-Code errors.
         Each repo's files are generated deterministically.
 
@@ -27,7 +28,8 @@ public enum HubEmulatorCommandLine {
           --weight-bytes N      Size of each repo's model.safetensors. (default: 262144)
           --page-size N         Page size and cap on limit=. (default: 1000)
           --fault SPEC          listing-500, listing-garbage, listing-truncated, drop-after=N, corrupt=ID|*,
-                                gated=ID, slow=BYTES_PER_S (repeatable, or joined by ';').
+                                gated=ID, slow=BYTES_PER_S, nested=ID|* (weights in a subfolder)
+                                (repeatable, or joined by ';').
           -h, --help            Show this help.
         """
 

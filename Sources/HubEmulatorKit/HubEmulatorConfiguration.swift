@@ -22,11 +22,14 @@ public struct HubFaults: Sendable, Equatable {
     public var gated: Set<String> = []
     /// Throttles weight downloads to about this many bytes per second.
     public var slowBytesPerSecond: Int?
+    /// Repos (or `*`) whose weights live in a subfolder (`weights/model.safetensors`), which a tree listed without
+    /// `recursive=1` does not show (as on the Hub).
+    public var nested: Set<String> = []
 
     public init() {}
 
     /// Parses one `--fault` value: `listing-500`, `listing-garbage`, `listing-truncated`, `drop-after=N`,
-    /// `corrupt=ID|*`, `gated=ID`, `slow=BYTES_PER_S`; several joined by `;`.
+    /// `corrupt=ID|*`, `gated=ID`, `slow=BYTES_PER_S`, `nested=ID|*`; several joined by `;`.
     public mutating func add(_ spec: String) throws(HubEmulatorCommandLine.UsageError) {
         for part in spec.split(separator: ";").map(String.init) where !part.isEmpty {
             if let listing = Listing(rawValue: part) {
@@ -45,6 +48,7 @@ public struct HubFaults: Sendable, Equatable {
                 self.dropAfter = n
             case "corrupt": self.corrupt.insert(pieces[1])
             case "gated": self.gated.insert(pieces[1])
+            case "nested": self.nested.insert(pieces[1])
             case "slow":
                 guard let n = Int(pieces[1]), n > 0 else {
                     throw HubEmulatorCommandLine.UsageError(description: "slow needs bytes per second")

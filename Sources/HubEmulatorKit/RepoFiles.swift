@@ -47,7 +47,7 @@ struct ServedFile: Sendable {
 /// record's `model_type`), `tokenizer_config.json`, `README.md`, and an LFS `model.safetensors` — a valid
 /// safetensors file (8-byte header length, JSON header, data) whose data is a seeded xorshift stream.
 enum RepoFiles {
-    static func make(id: String, record: JSONNode, weightBytes: Int) -> [ServedFile] {
+    static func make(id: String, record: JSONNode, weightBytes: Int, weightsFolder: String = "") -> [ServedFile] {
         var config: [JSONNode.Member] = []
         if case .object(let members)? = record["config"] {
             config = members.filter { $0.key != "tokenizer_config" }
@@ -65,8 +65,33 @@ enum RepoFiles {
             ServedFile(path: "README.md", content: readme, lfs: false),
             ServedFile(path: "config.json", content: configJSON, lfs: false),
             ServedFile(path: "tokenizer_config.json", content: tokenizer, lfs: false),
-            ServedFile(path: "model.safetensors", content: Self.safetensors(id: id, bytes: weightBytes), lfs: true),
+            ServedFile(path: weightsFolder + "model.safetensors", content: Self.safetensors(id: id, bytes: weightBytes),
+                       lfs: true),
         ]
+    }
+
+    /// The tree listing (`GET /api/models/{repo}/tree/{rev}`): with `recursive`, every folder and file; without,
+    /// as on the Hub, only the top level — its files and a `directory` entry per folder, whose files are not listed.
+    static func tree(_ files: [ServedFile], recursive: Bool) -> [JSONNode] {
+        var folders: [String] = []
+        for file in files {
+            let parts = file.path.split(separator: "/").dropLast()
+            for depth in parts.indices.map({ $0 + 1 }) {
+                let folder = parts.prefix(depth).joined(separator: "/")
+                if !folders.contains(folder) { folders.append(folder) }
+            }
+        }
+        let listedFolders = recursive ? folders : folders.filter { !$0.contains("/") }
+        let directories = listedFolders.map { folder -> JSONNode in
+            .object([
+                .init(key: "type", value: .string("directory")),
+                .init(key: "oid", value: .string(HubTree.gitBlobID(Array(folder.utf8)))),
+                .init(key: "size", value: .number(0)),
+                .init(key: "path", value: .string(folder)),
+            ])
+        }
+        let listedFiles = recursive ? files : files.filter { !$0.path.contains("/") }
+        return directories + listedFiles.map(\.treeEntry)
     }
 
     /// A safetensors file of exactly `bytes` bytes (at least the header), deterministic per id.

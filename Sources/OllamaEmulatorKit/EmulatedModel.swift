@@ -18,6 +18,15 @@ public struct EmulatedModel: Sendable, Equatable {
     public let digest: String
     /// Bytes on disk.
     public let size: Int
+    /// A cloud stub (`*-cloud` tag, as `ollama pull gpt-oss:120b-cloud` makes): only a manifest on disk, every
+    /// request forwarded to `remoteHost` (ollama.com). `nil` for a local model.
+    public let remoteHost: String?
+    /// The upstream name of a cloud stub (`gpt-oss:120b` for `gpt-oss:120b-cloud`).
+    public let remoteModel: String?
+
+    public var isCloud: Bool { self.remoteHost != nil }
+    /// Reasons before it answers (capability `thinking`): qwen3, deepseek-r1, gpt-oss, magistral.
+    public var canThink: Bool { self.capabilities.contains("thinking") }
 
     /// Whether it can answer chat requests (what "completion-capable" means to clients).
     public var canComplete: Bool { self.capabilities.contains("completion") }
@@ -37,16 +46,22 @@ public struct EmulatedModel: Sendable, Equatable {
         self.architecture = known?.arch ?? "llama"
         self.family = known?.family ?? "llama"
         let isEmbedding = base.contains("embed")
-        self.capabilities = isEmbedding ? ["embedding"] : ["completion", "tools"]
+        let thinks = Self.thinkingPrefixes.contains { base.hasPrefix($0) }
+        self.capabilities = isEmbedding ? ["embedding"] : ["completion", "tools"] + (thinks ? ["thinking"] : [])
+        let isCloud = tag == "cloud" || tag.hasSuffix("-cloud")
+        self.remoteHost = isCloud ? "https://ollama.com:443" : nil
+        self.remoteModel = isCloud
+            ? base + ":" + (tag == "cloud" ? "latest" : String(tag.dropLast("-cloud".count))) : nil
         self.contextLength = known?.context ?? 8192
         self.embeddingLength = isEmbedding ? 768 : 4096
         self.quantizationLevel = isEmbedding ? "F16" : "Q4_K_M"
         let billions: Double
+        let sizeTag = isCloud ? String(tag.dropLast(tag == "cloud" ? 5 : 6)) : tag
         if let exact = Self.parameterSizes["\(base):\(tag)"] {
             billions = exact
-        } else if tag.hasSuffix("b"), let n = Double(tag.dropLast()) {
+        } else if sizeTag.hasSuffix("b"), let n = Double(sizeTag.dropLast()) {
             billions = n
-        } else if tag.hasSuffix("m"), let n = Double(tag.dropLast()) {
+        } else if sizeTag.hasSuffix("m"), let n = Double(sizeTag.dropLast()) {
             billions = n / 1000
         } else {
             billions = isEmbedding ? 0.137 : 7.2
@@ -55,7 +70,8 @@ public struct EmulatedModel: Sendable, Equatable {
         self.parameterSize = billions < 1
             ? "\(Int((billions * 1000).rounded()))M" : String(format: "%.1fB", billions)
         // Q4_K_M stores about 0.6 bytes per parameter; F16 two bytes.
-        self.size = Int(Double(self.parameterCount) * (isEmbedding ? 2.0 : 0.6))
+        // A cloud stub is its manifest's few layers: a few hundred bytes.
+        self.size = isCloud ? 384 : Int(Double(self.parameterCount) * (isEmbedding ? 2.0 : 0.6))
         self.digest = Self.hexDigest(of: name)
     }
 
@@ -72,8 +88,13 @@ public struct EmulatedModel: Sendable, Equatable {
         }.joined()
     }
 
+    private static let thinkingPrefixes = ["qwen3", "deepseek-r1", "gpt-oss", "magistral"]
+
     private static let families: [(prefix: String, arch: String, family: String, context: Int)] = [
         ("qwen3", "qwen3", "qwen3", 40960),
+        ("deepseek-r1", "qwen2", "qwen2", 131072),
+        ("gpt-oss", "gptoss", "gptoss", 131072),
+        ("magistral", "llama", "llama", 40960),
         ("qwen2.5", "qwen2", "qwen2", 32768),
         ("qwen2", "qwen2", "qwen2", 32768),
         ("llama3", "llama", "llama", 131072),

@@ -16,7 +16,8 @@ public enum EmulatorCommandLine {
     public static let usage = """
         USAGE: ollama-emulator [--listen HOST:PORT] [--models a,b] [--loaded a,b] [--tokens-per-s N]
                                [--first-token-ms N] [--answer-tokens MIN-MAX] [--fault SPEC] [--version V]
-                               [--legacy-chunks]
+                               [--legacy-chunks] [--cloud MODE] [--parallel N] [--reasoning-tokens N]
+                               [--context-length N] [--pull-verify-ms N]
 
         A stand-in for Ollama's HTTP API (native /api/* and OpenAI-compatible /v1/*) with deterministic
         answers, a tunable token rate and fault injection.
@@ -24,6 +25,8 @@ public enum EmulatorCommandLine {
         OPTIONS:
           --listen HOST:PORT    Address to serve on. (default: 127.0.0.1:11434)
           --models a,b          Installed models. (default: qwen2.5:7b,llama3.2:3b,nomic-embed-text:latest)
+                                A `*-cloud` tag (gpt-oss:120b-cloud) is a cloud stub; qwen3, deepseek-r1,
+                                gpt-oss and magistral models think before they answer.
           --loaded a,b          Models loaded (pinned) at start. (default: none)
           --tokens-per-s N      Generation speed. (default: 200)
           --first-token-ms N    Delay before the first token of every answer. (default: 0)
@@ -31,7 +34,14 @@ public enum EmulatorCommandLine {
                                 Answer length in tokens, picked per prompt (N alone: exactly N).
                                 (default: 12-48)
           --fault SPEC          Fault for every chat request: slow-load=MS, stall-after=N, http-500,
-                                disconnect-after=N, unknown-model (join several with ';').
+                                disconnect-after=N, error-after=N, unknown-model (join several with ';').
+          --cloud MODE          What cloud stubs' forwarded requests get: online (answers), offline
+                                (502 dial tcp), disabled (403). (default: offline)
+          --parallel N          Requests one model serves at once (OLLAMA_NUM_PARALLEL); the rest wait
+                                silently in order. (default: no limit)
+          --reasoning-tokens N  Tokens a thinking model reasons before answering. (default: 24)
+          --context-length N    Context served (OLLAMA_CONTEXT_LENGTH), shown by /api/ps. (default: 4096)
+          --pull-verify-ms N    Silence after "verifying sha256 digest" in /api/pull. (default: 0)
           --version V           Version reported by /api/version. (default: 0.32.6)
           --legacy-chunks       Stream /v1 chunks as Ollama <= 0.32.5 did.
           -h, --help            Show this help.
@@ -102,6 +112,24 @@ public enum EmulatorCommandLine {
                 config.version = try value(flag)
             case "--legacy-chunks":
                 config.legacyChunks = true
+            case "--cloud":
+                let text = try value(flag)
+                guard let mode = EmulatorConfiguration.CloudMode(rawValue: text) else {
+                    throw UsageError(description: "--cloud expects online, offline or disabled, got '\(text)'")
+                }
+                config.cloud = mode
+            case "--parallel", "--reasoning-tokens", "--context-length", "--pull-verify-ms":
+                let text = try value(flag)
+                let minimum = flag == "--parallel" || flag == "--context-length" ? 1 : 0
+                guard let n = Int(text), n >= minimum, n <= 10_000_000 else {
+                    throw UsageError(description: "\(flag) expects a whole number of at least \(minimum), got '\(text)'")
+                }
+                switch flag {
+                case "--parallel": config.parallel = n
+                case "--reasoning-tokens": config.reasoningTokens = n
+                case "--context-length": config.contextLength = n
+                default: config.pullVerifyMs = n
+                }
             default:
                 throw UsageError(description: "unknown option '\(flag)' (see --help)")
             }

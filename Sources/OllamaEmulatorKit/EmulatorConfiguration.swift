@@ -31,6 +31,27 @@ public struct EmulatorConfiguration: Sendable {
     public var defaultKeepAlive: Duration = .seconds(300)
     /// Pause between `/api/pull` progress lines (the real server re-emits about every 60 ms).
     public var pullProgressIntervalMs = 20
+    /// What a cloud stub (`*-cloud` in `models`) does with a request it forwards to ollama.com: answers
+    /// (`online`), `502 dial tcp …` (`offline`, the default: no network or no sign-in), or `403` (`disabled`,
+    /// `OLLAMA_NO_CLOUD`).
+    public var cloud: CloudMode = .offline
+    /// Requests one loaded model serves at once (`OLLAMA_NUM_PARALLEL`, 1 on real servers); the rest wait, in
+    /// order, with no byte and no header until a slot frees. `nil`: no limit (the emulator's old behaviour).
+    public var parallel: Int?
+    /// Tokens a thinking model reasons before its answer (scaled by the request's effort: low half, high
+    /// double). They count against `max_tokens` / `num_predict` as on a real server.
+    public var reasoningTokens = 24
+    /// The context Ollama serves (`OLLAMA_CONTEXT_LENGTH`; real servers pick 4k-256k by memory): `/api/ps`
+    /// reports the smaller of it and the model's trained length, and longer prompts are cut silently.
+    public var contextLength = 4096
+    /// Silence after `verifying sha256 digest` while the layers are hashed (minutes for a large model on a
+    /// slow disk on a real server).
+    public var pullVerifyMs = 0
+
+    public enum CloudMode: String, Sendable, CaseIterable {
+        case online, offline, disabled
+    }
+
     /// The clock; tests can pin it.
     public var now: @Sendable () -> Date = { Date() }
 

@@ -1,6 +1,6 @@
 /// Faults the emulator injects into chat requests (`/api/chat`, `/v1/chat/completions`; `unknown-model` also
 /// affects `/api/show`). Written as `slow-load=MS`, `stall-after=N`, `http-500`, `disconnect-after=N`,
-/// `unknown-model`, several joined by `,` or `;`.
+/// `error-after=N`, `unknown-model`, several joined by `,` or `;`.
 ///
 /// Sources, later ones overriding earlier ones field by field: the `--fault` flag (every request), the
 /// `X-Emulator-Fault` request header, and a `[[fault:SPEC]]` marker in the last user message (for clients that
@@ -16,6 +16,9 @@ public struct EmulatorFault: Sendable, Equatable {
     public var disconnectAfterTokens: Int?
     /// Answer as if the model were not installed (404).
     public var unknownModel = false
+    /// Fail after this many tokens of a started stream, as a runner that crashes mid-answer: `/v1` ends with an
+    /// empty-delta chunk, no `finish_reason` and no `[DONE]`; native `/api/chat` with an `{"error":…}` line.
+    public var errorAfterTokens: Int?
 
     public init() {}
 
@@ -34,6 +37,9 @@ public struct EmulatorFault: Sendable, Equatable {
             case "stall-after":
                 guard let n = number, n >= 0 else { throw ParseError(part: part) }
                 self.stallAfterTokens = n
+            case "error-after":
+                guard let n = number, n >= 0 else { throw ParseError(part: part) }
+                self.errorAfterTokens = n
             case "disconnect-after":
                 guard let n = number, n >= 0 else { throw ParseError(part: part) }
                 self.disconnectAfterTokens = n
@@ -54,7 +60,7 @@ public struct EmulatorFault: Sendable, Equatable {
         public let part: String
         public var description: String {
             "unknown fault '\(self.part)' (expected slow-load=MS, stall-after=N, http-500, disconnect-after=N, "
-                + "unknown-model)"
+                + "error-after=N, unknown-model)"
         }
     }
 
@@ -64,6 +70,7 @@ public struct EmulatorFault: Sendable, Equatable {
         if let v = other.slowLoadMs { out.slowLoadMs = v }
         if let v = other.stallAfterTokens { out.stallAfterTokens = v }
         if let v = other.disconnectAfterTokens { out.disconnectAfterTokens = v }
+        if let v = other.errorAfterTokens { out.errorAfterTokens = v }
         if other.http500 { out.http500 = true }
         if other.unknownModel { out.unknownModel = true }
         return out

@@ -5,7 +5,9 @@ import HomebaseTransport
 struct ChatPlan {
     var requestedModel: String
     var model: EmulatedModel
-    /// Content tokens to send (already cut to max_tokens / num_predict).
+    /// Reasoning tokens sent before the answer (a thinking model with thinking on), already cut to the budget.
+    var reasoning: [String] = []
+    /// Content tokens to send (already cut to max_tokens / num_predict, after the reasoning's share).
     var tokens: [String]
     /// `stop` or `length`.
     var doneReason: String
@@ -28,6 +30,38 @@ enum StreamOutcome {
     case completed
     /// The client left, a stall ended with the client leaving, or the connection was dropped on purpose.
     case cut
+    /// `error-after`: the runner failed; the caller ends the stream the surface's way.
+    case failed
+}
+
+/// What the request asked of a model's thinking: native `think` (bool or `low|medium|high`), `/v1`
+/// `reasoning_effort` / `reasoning.effort` (`none` is off).
+enum ThinkRequest: Equatable {
+    case unset
+    case off
+    case on(level: String?)
+
+    /// Native `think`; nil when the value is not one Ollama accepts.
+    static func native(_ value: Any?) -> ThinkRequest? {
+        switch value {
+        case nil, is NSNull: return .unset
+        case let b as Bool: return b ? .on(level: nil) : .off
+        case let s as String where ["low", "medium", "high"].contains(s): return .on(level: s)
+        case let s as String where s == "true" || s == "false": return s == "true" ? .on(level: nil) : .off
+        default: return nil
+        }
+    }
+
+    /// `/v1` `reasoning_effort`, else `reasoning.effort`; nil when invalid.
+    static func openAI(_ body: [String: Any]) -> ThinkRequest? {
+        let effort = body["reasoning_effort"] ?? (body["reasoning"] as? [String: Any])?["effort"]
+        switch effort {
+        case nil, is NSNull: return .unset
+        case let s as String where s == "none": return .off
+        case let s as String where ["low", "medium", "high"].contains(s): return .on(level: s)
+        default: return nil
+        }
+    }
 }
 
 extension OllamaEmulator {
@@ -57,10 +91,16 @@ extension OllamaEmulator {
 
     /// Builds the plan, or returns the error (status, message) to answer before streaming.
     func plan(
-        request: HTTPServerRequest, body: [String: Any], messages: [[String: Any]], limit: Int?
+        request: HTTPServerRequest, body: [String: Any], messages: [[String: Any]], limit: Int?, think: ThinkRequest?
     ) -> Result<ChatPlan, ChatRefusal> {
         guard let requested = body["model"] as? String, !requested.isEmpty else {
             return .failure(ChatRefusal(status: 400, message: "model is required"))
+        }
+        if let problem = Self.keepAliveError(body["keep_alive"]) {
+            return .failure(ChatRefusal(status: 400, message: problem))
+        }
+        guard let think else {
+            return .failure(ChatRefusal(status: 400, message: "invalid think value"))
         }
         let lastUser = messages.last { $0["role"] as? String == "user" }
         let (fault, prompt) = self.faultAndPrompt(for: request, prompt: Self.text(of: lastUser?["content"]))
@@ -70,6 +110,12 @@ extension OllamaEmulator {
         guard model.canComplete else {
             return .failure(ChatRefusal(status: 400, message: "\"\(requested)\" does not support chat"))
         }
+        if case .on = think, !model.canThink {
+            return .failure(ChatRefusal(status: 400, message: "\"\(requested)\" does not support thinking"))
+        }
+        if let (status, message) = self.cloudRefusal(model) {
+            return .failure(ChatRefusal(status: status, message: message))
+        }
         if fault.http500 {
             return .failure(ChatRefusal(status: 500, message: "llama runner process has terminated: exit status 2"))
         }
@@ -77,18 +123,32 @@ extension OllamaEmulator {
                                       maxTokens: self.configuration.answerTokens.upperBound)
         var tokens = generator.tokens
         var doneReason = "stop"
-        if let limit, limit >= 0, limit < tokens.count {
-            tokens = Array(tokens.prefix(limit))
+        // A thinking model thinks unless told not to, and its reasoning spends the budget first.
+        var reasoning: [String] = []
+        if model.canThink, think != .off {
+            let scale = switch think {
+            case .on(level: "low"): 0.5
+            case .on(level: "high"): 2.0
+            default: 1.0
+            }
+            let count = max(1, Int(Double(self.configuration.reasoningTokens) * scale))
+            reasoning = Array(TextGenerator(prompt: "think:" + prompt, minTokens: count, maxTokens: count).tokens)
+        }
+        if let limit, limit >= 0, limit < reasoning.count + tokens.count {
+            reasoning = Array(reasoning.prefix(limit))
+            tokens = Array(tokens.prefix(limit - reasoning.count))
             doneReason = "length"
         }
-        let promptTokens = messages.reduce(0) { $0 + TextGenerator.estimateTokens(Self.text(of: $1["content"])) + 4 }
+        // A prompt longer than the context served is cut silently (`truncate` defaults to true).
+        let promptTokens = min(self.servedContext(model),
+                               messages.reduce(0) { $0 + TextGenerator.estimateTokens(Self.text(of: $1["content"])) + 4 })
         var toolCall: ChatPlan.ToolCallPlan?
         if messages.last?["role"] as? String == "user", let tools = body["tools"] as? [[String: Any]] {
             toolCall = Self.toolCall(for: prompt, tools: tools, seed: generator.seed)
             if toolCall != nil { tokens = [] }
         }
         return .success(ChatPlan(
-            requestedModel: requested, model: model, tokens: tokens, doneReason: doneReason, toolCall: toolCall,
+            requestedModel: requested, model: model, reasoning: reasoning, tokens: tokens, doneReason: doneReason, toolCall: toolCall,
             promptTokens: promptTokens, fault: fault, seed: generator.seed))
     }
 
@@ -155,6 +215,7 @@ extension OllamaEmulator {
                 writer.abortConnection()
                 return .cut
             }
+            if plan.fault.errorAfterTokens == i { return .failed }
             if i == count { break }
             let due = start + firstDelay + interval * i
             let wait = ContinuousClock.now.duration(to: due)

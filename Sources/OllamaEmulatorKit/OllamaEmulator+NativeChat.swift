@@ -14,7 +14,8 @@ extension OllamaEmulator {
         let messages = body["messages"] as? [[String: Any]] ?? []
         let options = body["options"] as? [String: Any]
         let plan: ChatPlan
-        switch self.plan(request: request, body: body, messages: messages, limit: (options?["num_predict"] as? Int)) {
+        switch self.plan(request: request, body: body, messages: messages, limit: (options?["num_predict"] as? Int),
+                         think: ThinkRequest.native(body["think"])) {
         case .success(let p): plan = p
         case .failure(let refusal): return self.nativeError(writer, refusal.status, refusal.message)
         }
@@ -30,9 +31,13 @@ extension OllamaEmulator {
                 ("done_reason", .string(unload ? "unload" : "load")), ("done", .bool(true)),
             ]))
         }
+        // A load needs no slot; a completion waits for one (`--parallel`), without a byte.
+        guard let release = self.acquireSlot(plan.model, writer) else { return }
+        defer { release() }
 
-        func message(_ content: String, tool: Bool) -> JSONValue {
+        func message(_ content: String, tool: Bool, thinking: String? = nil) -> JSONValue {
             var fields: [(String, JSONValue)] = [("role", .string("assistant")), ("content", .string(content))]
+            if let thinking, !thinking.isEmpty { fields.append(("thinking", .string(thinking))) }
             if tool, let call = plan.toolCall {
                 fields.append(("tool_calls", .array([.object([
                     ("id", .string(call.id)),
@@ -43,7 +48,8 @@ extension OllamaEmulator {
             }
             return .object(fields)
         }
-        let items = plan.toolCall == nil ? plan.tokens.count : 1
+        let thought = plan.reasoning.count
+        let items = thought + (plan.toolCall == nil ? plan.tokens.count : 1)
         var firstTokenAt: ContinuousClock.Instant?
         func final(content: String) -> JSONValue {
             let end = ContinuousClock.now
@@ -52,12 +58,13 @@ extension OllamaEmulator {
             let load = max(1, ns(first - received) / 2)
             return .object([
                 ("model", .string(plan.requestedModel)), ("created_at", .string(created())),
-                ("message", message(content, tool: !stream)), ("done", .bool(true)),
+                ("message", message(content, tool: !stream, thinking: stream ? nil : plan.reasoning.joined())),
+                ("done", .bool(true)),
                 ("done_reason", .string(plan.doneReason)),
                 ("total_duration", .int(max(1, ns(end - received)))), ("load_duration", .int(load)),
                 ("prompt_eval_count", .int(plan.promptTokens)),
                 ("prompt_eval_duration", .int(max(1, ns(first - received) - load))),
-                ("eval_count", .int(max(1, plan.tokens.count))), ("eval_duration", .int(max(1, ns(end - first)))),
+                ("eval_count", .int(max(1, thought + plan.tokens.count))), ("eval_duration", .int(max(1, ns(end - first)))),
             ])
         }
 
@@ -73,12 +80,22 @@ extension OllamaEmulator {
         guard writer.startStream(status: 200, headers: [Self.ndjsonType], headWithFirstChunk: true) else { return }
         let outcome = self.paced(items, plan: plan, writer: writer) { i in
             if i == 0 { firstTokenAt = .now }
-            let content = plan.toolCall == nil ? plan.tokens[i] : ""
+            let body: JSONValue
+            if i < thought {
+                body = message("", tool: false, thinking: plan.reasoning[i])
+            } else {
+                body = message(plan.toolCall == nil ? plan.tokens[i - thought] : "", tool: plan.toolCall != nil)
+            }
             let chunk: JSONValue = .object([
                 ("model", .string(plan.requestedModel)), ("created_at", .string(created())),
-                ("message", message(content, tool: plan.toolCall != nil)), ("done", .bool(false)),
+                ("message", body), ("done", .bool(false)),
             ])
             return writer.writeChunk(chunk.bytes + [UInt8(ascii: "\n")])
+        }
+        if case .failed = outcome {
+            _ = writer.writeChunk(JSONValue.object([("error", .string("llama runner process has terminated: exit status 2"))]).bytes
+                + [UInt8(ascii: "\n")])
+            return writer.finish()
         }
         guard case .completed = outcome else { return }
         _ = writer.writeChunk(final(content: "").bytes + [UInt8(ascii: "\n")])

@@ -39,17 +39,22 @@ extension OllamaEmulator {
             return self.openAIError(writer, 400, "[] is too short - 'messages'")
         }
         let plan: ChatPlan
-        switch self.plan(request: request, body: body, messages: messages, limit: body["max_tokens"] as? Int) {
+        let limit = (body["max_completion_tokens"] as? Int) ?? (body["max_tokens"] as? Int)
+        switch self.plan(request: request, body: body, messages: messages, limit: limit, think: ThinkRequest.openAI(body)) {
         case .success(let p): plan = p
         case .failure(let refusal): return self.openAIError(writer, refusal.status, refusal.message)
         }
+        // One request at a time per model (`--parallel`): the rest wait here, without a byte.
+        guard let release = self.acquireSlot(plan.model, writer) else { return }
+        defer { release() }
         self.markLoaded(plan.model, keepAlive: body["keep_alive"])
         let id = "chatcmpl-\(plan.seed % 999)"
         let created = Int(self.configuration.now().timeIntervalSince1970)
         let finishReason = plan.doneReason == "length" ? "length" : (plan.toolCall != nil ? "tool_calls" : "stop")
+        let generated = plan.reasoning.count + plan.tokens.count
         let usage: JSONValue = .object([
-            ("prompt_tokens", .int(plan.promptTokens)), ("completion_tokens", .int(plan.tokens.count)),
-            ("total_tokens", .int(plan.promptTokens + plan.tokens.count)),
+            ("prompt_tokens", .int(plan.promptTokens)), ("completion_tokens", .int(generated)),
+            ("total_tokens", .int(plan.promptTokens + generated)),
         ])
         let toolCalls: JSONValue? = plan.toolCall.map { call in
             .array([.object([
@@ -57,7 +62,8 @@ extension OllamaEmulator {
                 ("function", .object([("name", .string(call.name)), ("arguments", .string(call.arguments.serialized()))])),
             ])])
         }
-        let items = plan.toolCall == nil ? plan.tokens.count : 1
+        let thought = plan.reasoning.count
+        let items = thought + (plan.toolCall == nil ? plan.tokens.count : 1)
 
         guard (body["stream"] as? Bool) == true else {
             let outcome = self.paced(items, plan: plan, writer: writer) { _ in true }
@@ -65,6 +71,7 @@ extension OllamaEmulator {
             var message: [(String, JSONValue)] = [
                 ("role", .string("assistant")), ("content", .string(plan.tokens.joined())),
             ]
+            if thought > 0 { message.append(("reasoning", .string(plan.reasoning.joined()))) }
             if let toolCalls { message.append(("tool_calls", toolCalls)) }
             return self.respondJSON(writer, 200, .object([
                 ("id", .string(id)), ("object", .string("chat.completion")), ("created", .int(created)),
@@ -94,13 +101,22 @@ extension OllamaEmulator {
         let outcome = self.paced(items, plan: plan, writer: writer) { i in
             var delta: [(String, JSONValue)] = []
             if i == 0 || legacy { delta.append(("role", .string("assistant"))) }
-            if let toolCalls {
+            if i < thought {
+                // Reasoning streams with an empty content until the answer starts.
+                delta.append(("content", .string("")))
+                delta.append(("reasoning", .string(plan.reasoning[i])))
+            } else if let toolCalls {
                 delta.append(("content", .string("")))
                 delta.append(("tool_calls", toolCalls))
             } else {
-                delta.append(("content", .string(plan.tokens[i])))
+                delta.append(("content", .string(plan.tokens[i - thought])))
             }
             return writer.writeChunk(chunk([choice(delta, finish: nil)]))
+        }
+        if case .failed = outcome {
+            // A stream that fails after it started: an empty delta, no finish_reason, no [DONE].
+            _ = writer.writeChunk(chunk([choice([], finish: nil)]))
+            return writer.finish()
         }
         guard case .completed = outcome else { return }
         if legacy {

@@ -21,11 +21,21 @@ public final class OllamaEmulator: Sendable {
         /// Loaded models by name: when they unload (`nil`: pinned by a negative keep_alive or `--loaded`).
         var loaded: [String: Date?] = [:]
 
+        /// Case-insensitively, as Ollama matches names.
         func find(_ name: String) -> EmulatedModel? {
-            let normalized = EmulatedModel.normalize(name)
-            return self.installed.first { $0.model.name == normalized }?.model
+            let normalized = EmulatedModel.normalize(name).lowercased()
+            return self.installed.first { $0.model.name.lowercased() == normalized }?.model
         }
     }
+
+    /// Slots of `--parallel`: requests running per model, and the tickets waiting for one, oldest first.
+    struct Slots: Sendable {
+        var running: [String: Int] = [:]
+        var waiting: [String: [UInt64]] = [:]
+        var nextTicket: UInt64 = 0
+    }
+
+    let slots = Mutex(Slots())
 
     public init(configuration: EmulatorConfiguration) {
         self.configuration = configuration
@@ -64,9 +74,19 @@ public final class OllamaEmulator: Sendable {
         server?.stop()
     }
 
-    /// Routes one request. Unknown routes answer like Go's router: 404 `404 page not found`.
+    /// The routes and their one method each: another method on one of them is 405.
+    static let routes: [String: String] = [
+        "/": "GET", "/api/version": "GET", "/api/tags": "GET", "/api/show": "POST", "/api/ps": "GET",
+        "/api/pull": "POST", "/api/chat": "POST", "/v1/models": "GET", "/v1/chat/completions": "POST",
+    ]
+
+    /// Routes one request. Unknown routes answer like Go's router: 404 `404 page not found`; a known route with
+    /// another method 405 `405 method not allowed`.
     func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {
         let method = request.method == "HEAD" ? "GET" : request.method
+        if let allowed = Self.routes[request.path], allowed != method {
+            return writer.respond(status: 405, headers: [("Content-Type", "text/plain")], body: "405 method not allowed")
+        }
         switch (method, request.path) {
         case ("GET", "/"):
             writer.respond(status: 200, headers: [("Content-Type", "text/plain; charset=utf-8")], body: "Ollama is running")
@@ -134,6 +154,46 @@ public final class OllamaEmulator: Sendable {
 
     struct BodyError: Error {
         let message: String
+    }
+
+    /// Waits, with no byte sent, until `model` has a free slot (`--parallel`), in arrival order. Returns a
+    /// release to call when the answer ends, or nil when the client left while waiting.
+    func acquireSlot(_ model: EmulatedModel, _ writer: HTTPResponseWriter) -> (@Sendable () -> Void)? {
+        guard let parallel = self.configuration.parallel else { return {} }
+        let key = model.name
+        let ticket = self.slots.withLock { s -> UInt64 in
+            s.nextTicket += 1
+            s.waiting[key, default: []].append(s.nextTicket)
+            return s.nextTicket
+        }
+        let release: @Sendable () -> Void = { [self] in
+            self.slots.withLock { $0.running[key, default: 1] -= 1 }
+        }
+        while true {
+            let got = self.slots.withLock { s -> Bool in
+                guard s.waiting[key]?.first == ticket, s.running[key, default: 0] < parallel else { return false }
+                s.waiting[key]?.removeFirst()
+                s.running[key, default: 0] += 1
+                return true
+            }
+            if got { return release }
+            // Polls the socket meanwhile: a client that gives up leaves the queue, as on a real server.
+            if writer.waitForDisconnect(timeoutMs: 10) {
+                self.slots.withLock { $0.waiting[key]?.removeAll { $0 == ticket } }
+                return nil
+            }
+        }
+    }
+
+    /// The answer of a cloud stub's forwarded request when ollama.com cannot be reached (`--cloud`): status
+    /// and message, or nil when it answers.
+    func cloudRefusal(_ model: EmulatedModel) -> (status: Int, message: String)? {
+        guard model.isCloud else { return nil }
+        switch self.configuration.cloud {
+        case .online: return nil
+        case .offline: return (502, "dial tcp: lookup ollama.com: no such host")
+        case .disabled: return (403, "remote model is unavailable: ollama cloud is disabled")
+        }
     }
 
     /// `details` as `/api/tags`, `/api/ps` and `/api/show` share it.

@@ -33,49 +33,15 @@ final class RelayConnection: TCPConnectionDelegate {
     /// Counted in `RelayServer.pendingAuth` until READY or close.
     var countsAsPendingAuth = true
 
-    // Delivery of stored frames (Protocol/relay.md §5): the highest delivery id delivered on this connection,
-    // whether a mailbox read (READY count or a page) is in flight, and whether another page is wanted.
-    var cursor: UInt64 = 0
-    var draining = true
-    var drainAgain = false
-    var readySent = false
-    /// STORE frames routed to this recipient while it is connected, numbered 1, 2, …; live frames that
-    /// arrive meanwhile wait behind the STORE frames sent before them, so the recipient sees one order.
-    var storeSeq = 0
-    /// Every STORE numbered up to this has been committed (or refused).
-    var completedThrough = 0
-    /// Committed STORE frames as (number, delivery id), kept while a held live frame may depend on them.
-    var storedPairs: [(seq: Int, id: UInt64)] = []
-    /// Live DELIVER frames (already framed) held behind STORE frames: (the last STORE number before it, frame).
-    var deferred: [(afterSeq: Int, frame: [UInt8])] = []
-    var deferredBytes = 0
-    var storesInFlight: Int { self.storeSeq - self.completedThrough }
-    /// STORE numbers completed before an earlier one (store notices from other edges, `storeAnnounced`).
-    var completedAhead: Set<Int> = []
-
-    /// STORE number `seq` (made on this edge, in order) is committed or refused.
-    func storeCompleted(seq: Int) {
-        self.completedThrough = seq
-        while self.completedAhead.remove(self.completedThrough + 1) != nil { self.completedThrough += 1 }
-    }
-
-    /// Another edge committed a STORE for this connection's key at `deliveryID` (fleet): it takes the next
-    /// number, already complete, so live frames arriving after it wait for it as for a STORE made here.
-    func storeAnnounced(deliveryID: UInt64) {
-        self.storeSeq += 1
-        if self.completedThrough == self.storeSeq - 1 {
-            self.completedThrough = self.storeSeq
-        } else {
-            self.completedAhead.insert(self.storeSeq)
-        }
-        self.storedPairs.append((self.storeSeq, max(deliveryID, self.storedPairs.last?.id ?? 0)))
-    }
+    /// The order of what this connection's client is owed (Protocol/relay.md §5): stored frames, and live frames
+    /// held behind the STOREs sent before them. The rules are the machine's; `RelayServer` carries out its answers.
+    var order = RelayDeliveryOrder()
+    var readySent: Bool { self.order.readySent }
     // Fleet edges only: STORE frames this connection sent that are not committed yet, and the live frames it sent
     // to keys on other edges meanwhile, held so that they reach the recipient after those STOREs (one sender, one
     // order). A held frame waits for every STORE issued before it.
-    var fleetStoresIssued = 0
-    var fleetStoresDone = 0
-    var fleetHeld: [(afterStore: Int, sendID: UInt32, recipient: PublicKey, payload: [UInt8])] = []
+    lazy var fleetOrder = FleetSendOrder<(sendID: UInt32, recipient: PublicKey, payload: [UInt8])>(
+        maxHeldBytes: self.server.configuration.limits.outboundQueueMaxBytes)
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
     /// `tcp.bytesSent` when the sweep last saw the kernel take bytes (or nothing queued), and when: a queue that
@@ -131,7 +97,7 @@ final class RelayConnection: TCPConnectionDelegate {
 
     func connectionWritable(_ connection: TCPConnection) {
         // A drain paused for backpressure resumes once the kernel has taken the backlog.
-        if self.readySent, !self.draining, self.drainAgain { self.server.drain(self) }
+        self.server.drainWhenWritable(self)
     }
 
     func connectionClosed(_ connection: TCPConnection, error: TransportError?) {
@@ -318,6 +284,9 @@ final class RelayConnection: TCPConnectionDelegate {
             }
         case .send(let frames):
             for f in frames { self.writeFrame(f) }
+        case .refuse(let sendID, let status):
+            if let reason = RelayMetrics.DropReason(refused: status) { self.server.metrics.dropped(reason) }
+            if sendID != 0 { self.writeFrame(.receipt(sendID: sendID, status: status)) }
         case .route(let sendID, let recipient, let store, let payload):
             self.server.route(from: self, sendID: sendID, recipient: recipient, store: store, payload: payload)
         case .acknowledge(let id):
@@ -412,18 +381,5 @@ final class RelayConnection: TCPConnectionDelegate {
     }
 
     /// Unsent bytes: the kernel's backlog plus live frames held behind stored ones.
-    var queuedBytes: Int { self.tcp.outboundBytesQueued + self.output.count + self.deferredBytes }
-
-    /// Live frames may be written now: READY is out, nothing is held, and every STORE sent before has been
-    /// committed and delivered.
-    var canWriteLiveNow: Bool {
-        self.readySent && self.deferred.isEmpty && self.storesInFlight == 0 && self.cursor >= (self.storedPairs.last?.id ?? 0)
-    }
-
-    /// Whether the held live frame that follows STORE number `seq` may go now.
-    func deferredMayGo(afterSeq seq: Int) -> Bool {
-        guard self.readySent, self.completedThrough >= seq else { return false }
-        let needed = self.storedPairs.last(where: { $0.seq <= seq })?.id ?? 0
-        return self.cursor >= needed
-    }
+    var queuedBytes: Int { self.tcp.outboundBytesQueued + self.output.count + self.order.heldBytes }
 }

@@ -17,6 +17,21 @@ final class RelayMetrics {
         case rateLimited = "rate_limited"
         case badFlags = "bad_flags"
         case storeError = "store_error"
+        /// A fleet edge's live frame held behind its sender's uncommitted STOREs past the held bound.
+        case fleetHeldFull = "fleet_held_full"
+
+        /// The reason of a SEND the session machine refused (`RelaySessionStateMachine.Action.refuse`); nil for a
+        /// status that refuses nothing.
+        init?(refused status: ReceiptStatus) {
+            switch status {
+            case .payloadTooLarge: self = .payloadTooLarge
+            case .rateLimited: self = .rateLimited
+            case .badFlags: self = .badFlags
+            case .mailboxFull: self = .mailboxFull
+            case .recipientOffline: self = .recipientOffline
+            case .delivered, .stored, .unknown: return nil
+            }
+        }
     }
 
     var connectionsAccepted = 0

@@ -8,11 +8,17 @@ extension RelayServer {
     func forwardToFleet(from sender: RelayConnection, sendID: UInt32, recipient: PublicKey,
                         payload: ArraySlice<UInt8>)
     {
-        if sender.fleetStoresIssued > sender.fleetStoresDone {
-            sender.fleetHeld.append((sender.fleetStoresIssued, sendID, recipient, Array(payload)))
-            return
+        // Bounded like the connection's outbound queue: a sender whose STOREs stall (JetStream electing a leader)
+        // cannot pile live frames up without end. Refused as not delivered, which a client sends again.
+        switch sender.fleetOrder.live((sendID, recipient, Array(payload)), bytes: payload.count) {
+        case .sendNow:
+            self.sendToFleet(from: sender, sendID: sendID, recipient: recipient, payload: payload)
+        case .held:
+            break
+        case .refused:
+            self.metrics.dropped(.fleetHeldFull)
+            self.receipt(to: sender, sendID: sendID, .recipientOffline)
         }
-        self.sendToFleet(from: sender, sendID: sendID, recipient: recipient, payload: payload)
     }
 
     private func sendToFleet(from sender: RelayConnection, sendID: UInt32, recipient: PublicKey,
@@ -45,11 +51,7 @@ extension RelayServer {
 
     /// One STORE of `sender` is committed (or refused): live frames it held behind the STOREs done so far go.
     func storeCompleted(for sender: RelayConnection) {
-        sender.fleetStoresDone += 1
-        var released = 0
-        while released < sender.fleetHeld.count, sender.fleetHeld[released].afterStore <= sender.fleetStoresDone {
-            let h = sender.fleetHeld[released]
-            released += 1
+        for h in sender.fleetOrder.storeCompleted() {
             if let t = self.presence.session(for: h.recipient) {
                 // The recipient logged in here meanwhile.
                 let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: sender.key!,
@@ -59,7 +61,6 @@ extension RelayServer {
                 self.sendToFleet(from: sender, sendID: h.sendID, recipient: h.recipient, payload: h.payload[...])
             }
         }
-        if released > 0 { sender.fleetHeld.removeFirst(released) }
     }
 
     /// A message from another edge about `key`, which this edge holds (or held).
@@ -75,8 +76,8 @@ extension RelayServer {
             guard let t, t.isWebSocket else { return fleet.reply(reply, .notDelivered) }
             // Live frames arriving after this notice wait until the stored frame is delivered, as they would
             // behind a STORE made on this edge.
-            t.storeAnnounced(deliveryID: deliveryID)
-            if t.readySent { self.drain(t) } else { t.drainAgain = true }
+            t.order.storeAnnounced(deliveryID: deliveryID)
+            self.drain(t)
             fleet.reply(reply, .delivered)
         case .claim(let claim):
             switch fleet.verdict(on: claim, for: key) {

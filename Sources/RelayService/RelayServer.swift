@@ -266,10 +266,11 @@ public final class RelayServer: @unchecked Sendable {
                 guard let c = self.connections[id], c.isWebSocket else { return }
                 let stored = (try? result.get()) ?? 0
                 c.writeFrame(c.session!.readyFrame(stored: stored))
-                c.readySent = true
-                c.draining = false
-                // A store notice that came before READY asked for a drain too (`fleetReceived`).
-                if stored > 0 || c.drainAgain { self.drain(c) } else { self.flushDeferred(c) }
+                if let after = c.order.readyWritten(stored: stored, backlogged: self.isBacklogged(c)) {
+                    self.fetchPage(c, after: after)
+                } else {
+                    self.flushDeferred(c)
+                }
             }
         })
     }
@@ -291,14 +292,9 @@ public final class RelayServer: @unchecked Sendable {
             let delivered = self.deliverLive(to: t, sender: senderKey, payload: payload)
             return self.receipt(to: sender, sendID: sendID, delivered ? .delivered : .recipientOffline)
         }
-        var number = 0
-        if let t = target {
-            t.storeSeq += 1
-            number = t.storeSeq
-        }
-        let seq = number
+        let seq = target?.order.storeIssued() ?? 0
         let senderID = sender.tcp.id
-        if self.fleet != nil { sender.fleetStoresIssued += 1 }
+        if self.fleet != nil { sender.fleetOrder.storeIssued() }
         let targetID = target?.tcp.id
         let item = MailboxItem(recipient: recipient, sender: senderKey, payload: Array(payload))
         self.worker.submit(.enqueue(item) { [self] result in
@@ -313,14 +309,16 @@ public final class RelayServer: @unchecked Sendable {
                         recipient: PublicKey, targetID: UInt64?, seq: Int) {
         let target = targetID.flatMap { self.connections[$0] }
         // The worker is FIFO and completions arrive in order, so numbers complete one after another.
-        if let t = target, seq > 0 { t.storeCompleted(seq: seq) }
+        if let t = target, seq > 0 {
+            let committed: UInt64? = if case .success(.stored(let id)) = result { id } else { nil }
+            t.order.storeCompleted(seq: seq, deliveryID: committed)
+        }
         let sender = self.connections[senderID]
         // Whatever the outcome, live frames this sender held behind the STORE may follow it now (fleet).
         defer { if let s = sender, self.fleet != nil { self.storeCompleted(for: s) } }
         let status: ReceiptStatus
         switch result {
         case .success(.stored(let deliveryID)):
-            if let t = target, seq > 0 { t.storedPairs.append((seq, max(deliveryID, t.storedPairs.last?.id ?? 0))) }
             self.metrics.framesStored += 1
             if let t = self.presence.session(for: recipient), t.isWebSocket {
                 status = .delivered
@@ -363,13 +361,12 @@ public final class RelayServer: @unchecked Sendable {
             self.metrics.dropped(.recipientSlow)
             return false
         }
-        if t.canWriteLiveNow {
+        if t.order.canWriteLiveNow {
             t.writeDeliver(sender: sender, deliveryID: 0, payload: payload)
         } else {
             var frame = RelayConnection.deliverHeader(sender: sender, deliveryID: 0, payloadCount: payload.count)
             frame.append(contentsOf: payload)
-            t.deferredBytes += frame.count
-            t.deferred.append((t.storeSeq, frame))
+            t.order.hold(frame)
         }
         self.metrics.framesForwarded += 1
         self.metrics.bytesForwarded += payload.count
@@ -392,44 +389,48 @@ public final class RelayServer: @unchecked Sendable {
     /// again from the cursor): a page of 64 maximal frames is 16 MiB, which closed every reader that could not take
     /// it at once (4002), so a mailbox anyone can fill kept its owner from ever logging in on a slow link.
     func drain(_ c: RelayConnection) {
-        guard let key = c.key, c.isWebSocket else { return }
-        if c.draining {
-            c.drainAgain = true
-            return
-        }
-        if c.tcp.outboundBytesQueued > self.configuration.limits.outboundQueueMaxBytes / 2 {
-            c.drainAgain = true  // resumed by connectionWritable
-            return
-        }
-        c.draining = true
-        c.drainAgain = false
+        guard c.key != nil, c.isWebSocket else { return }
+        if let after = c.order.requestDrain(backlogged: self.isBacklogged(c)) { self.fetchPage(c, after: after) }
+    }
+
+    /// The connection's kernel backlog went down: a page paused for it is read now.
+    func drainWhenWritable(_ c: RelayConnection) {
+        if let after = c.order.writable(backlogged: self.isBacklogged(c)) { self.fetchPage(c, after: after) }
+    }
+
+    /// Over half the outbound bound is waiting in the kernel: stored frames wait (`connectionWritable` resumes).
+    private func isBacklogged(_ c: RelayConnection) -> Bool {
+        c.tcp.outboundBytesQueued > self.configuration.limits.outboundQueueMaxBytes / 2
+    }
+
+    /// Reads the page after `after` and writes it, each held live frame after the stored frames it follows.
+    private func fetchPage(_ c: RelayConnection, after: UInt64) {
+        guard let key = c.key else { return }
         let id = c.tcp.id
         let page = self.configuration.limits.mailboxPageFrames
-        self.worker.submit(.pending(key, after: c.cursor, limit: page) { [self] result in
+        self.worker.submit(.pending(key, after: after, limit: page) { [self] result in
             self.loop.execute { [self] in
                 guard let c = self.connections[id], c.isWebSocket else { return }
-                c.draining = false
+                c.order.pageStarted()
                 let frames = (try? result.get()) ?? []
                 let half = self.configuration.limits.outboundQueueMaxBytes / 2
                 var written = 0
                 for f in frames {
                     if c.tcp.outboundBytesQueued + c.output.count > half {
-                        c.drainAgain = true
+                        c.order.pageCut()
                         break
                     }
                     written += 1
                     c.writeDeliver(sender: f.sender, deliveryID: f.deliveryID, payload: f.payload[...])
-                    c.cursor = f.deliveryID
                     self.metrics.storedDelivered += 1
                     self.metrics.framesForwarded += 1
                     self.metrics.bytesForwarded += f.payload.count
                     // Live frames sent between two STORE frames go out between them.
-                    if !c.deferred.isEmpty { self.flushDeferred(c) }
+                    for frame in c.order.delivered(f.deliveryID) { c.append(frame) }
                 }
                 self.flushDeferred(c)
-                if written == page || c.drainAgain {
-                    c.drainAgain = false
-                    self.drain(c)
+                if let next = c.order.pageFinished(full: written == page, backlogged: self.isBacklogged(c)) {
+                    self.fetchPage(c, after: next)
                 }
             }
         })
@@ -437,19 +438,7 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Writes held live frames whose preceding STORE frames have all been delivered, in order.
     func flushDeferred(_ c: RelayConnection) {
-        var written = 0
-        while written < c.deferred.count, c.deferredMayGo(afterSeq: c.deferred[written].afterSeq) {
-            c.append(c.deferred[written].frame)
-            c.deferredBytes -= c.deferred[written].frame.count
-            written += 1
-        }
-        if written > 0 { c.deferred.removeFirst(written) }
-        // Committed STORE numbers no held frame depends on any more can be forgotten (keep the newest for
-        // `canWriteLiveNow`).
-        let oldestNeeded = c.deferred.first?.afterSeq ?? c.completedThrough
-        if c.storedPairs.count > 1, let cut = c.storedPairs.lastIndex(where: { $0.seq <= oldestNeeded }), cut > 0 {
-            c.storedPairs.removeFirst(cut)
-        }
+        for frame in c.order.releasable() { c.append(frame) }
     }
 
     // MARK: Timers

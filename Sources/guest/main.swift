@@ -70,8 +70,14 @@ struct Guest {
         } else {
             try s.settings.setExternalSelection(nil)
         }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")]), c)
-        if c.json { CLI.printJSON(answer.json) } else if !c.stream { print(answer.result.text) }
+        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
+        if c.json {
+            CLI.printJSON(answer.json)
+        } else if !c.stream {
+            // A reasoning model's thinking on stderr, apart from the answer.
+            if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
+            print(answer.result.text)
+        }
     }
 }
 

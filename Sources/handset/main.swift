@@ -135,8 +135,14 @@ struct Handset {
             }
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools), c)
-        if c.json { CLI.printJSON(answer.json) } else if !c.stream { print(answer.result.text) }
+        let answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
+        if c.json {
+            CLI.printJSON(answer.json)
+        } else if !c.stream {
+            // A reasoning model's thinking on stderr, apart from the answer.
+            if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
+            print(answer.result.text)
+        }
     }
 }
 
@@ -167,7 +173,7 @@ struct Interactive {
                 continue
             }
             history.append(.user(text))
-            let answer = await Console.ask(self.session, ChatRequest(messages: history, tools: self.tools), c)
+            let answer = await Console.ask(self.session, ChatRequest(messages: history, tools: self.tools, options: ChatOptions(think: c.think)), c)
             history.append(.assistant(answer.result.text))
         }
     }

@@ -93,7 +93,9 @@ struct HomebaseCommands {
             print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "ollama \($0)" } ?? "")")
             if let e = d.runtimeError, !d.runtimeAvailable { print("         \(e)") }
             print("models   \(d.models.isEmpty ? "(none)" : "")")
-            for m in d.models { print("  \(m.tag)\(m.loaded ? "  (loaded)" : "")  \(m.capabilities.joined(separator: ","))") }
+            for m in d.models {
+                print("  \(m.tag)\(m.loaded ? "  (loaded)" : "")\(Self.cloudLabel(m, shared: settings.sharedCloudModels))  \(m.capabilities.joined(separator: ","))")
+            }
         } else {
             print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  (start 'homebase run' for live status)")
         }
@@ -101,7 +103,15 @@ struct HomebaseCommands {
         for s in siblings { print("  \(s.pk.prefix(16))…  \(s.name)  \(s.role)") }
     }
 
+    /// `  cloud (not shared)` / `  cloud (shared)` for a cloud stub, empty for a local model.
+    static func cloudLabel(_ m: DaemonStatus.Model, shared: [String]) -> String {
+        guard m.cloud else { return "" }
+        return shared.contains(m.tag) || shared.contains(where: { !$0.contains(":") && $0 + ":latest" == m.tag })
+            ? "  cloud (shared)" : "  cloud (not shared)"
+    }
+
     func models() async throws {
+        let shared = try self.state.settings().sharedCloudModels
         var models: [DaemonStatus.Model]
         if let d = self.state.liveDaemonStatus() {
             models = d.models
@@ -111,27 +121,33 @@ struct HomebaseCommands {
             let loaded = Set((try? await client.ps())?.map(\.name) ?? [])
             models = []
             for m in try await client.tags() {
-                let info = try? await client.show(m.name)
+                // A cloud stub's show goes to ollama.com: not asked.
+                let info = m.isCloud ? nil : try? await client.show(m.name)
                 models.append(DaemonStatus.Model(
                     tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
-                    capabilities: info?.capabilities ?? [], contextLength: info?.contextLength,
-                    loaded: loaded.contains(m.name)))
+                    capabilities: info?.capabilities ?? m.capabilities ?? [], contextLength: info?.contextLength,
+                    loaded: loaded.contains(m.name), cloud: m.isCloud))
             }
         }
         if self.args.flag("json") {
-            CLI.printJSON(models.map(Self.modelJSON))
+            CLI.printJSON(models.map { m in
+                var o = Self.modelJSON(m)
+                if m.cloud { o["shared"] = !Self.cloudLabel(m, shared: shared).contains("not") }
+                return o
+            })
         } else if models.isEmpty {
             print("no models installed; try 'homebase pull qwen2.5:7b'")
         } else {
             for m in models {
-                print("\(m.tag)  \(m.parameterSize) \(m.quantization)  \(m.capabilities.joined(separator: ","))\(m.loaded ? "  loaded" : "")")
+                print("\(m.tag)  \(m.parameterSize) \(m.quantization)  \(m.capabilities.joined(separator: ","))\(m.loaded ? "  loaded" : "")\(Self.cloudLabel(m, shared: shared))")
             }
         }
     }
 
     static func modelJSON(_ m: DaemonStatus.Model) -> [String: Any] {
         ["tag": m.tag, "family": m.family, "parameter_size": m.parameterSize, "quantization": m.quantization,
-         "capabilities": m.capabilities, "context_length": m.contextLength as Any, "loaded": m.loaded]
+         "capabilities": m.capabilities, "context_length": m.contextLength as Any, "loaded": m.loaded,
+         "cloud": m.cloud]
     }
 
     func pull(_ model: String) async throws {
@@ -206,11 +222,15 @@ struct HomebaseCommands {
         var edits: [HomebaseSettings.Edit] = []
         do throws(HomebaseSettings.EditError) {
             if let pin = self.args.value("pin") { edits.append(.pin(try HomebaseSettings.parseModelList(pin))) }
+            if let share = self.args.value("share-cloud") {
+                edits.append(.shareCloud(try HomebaseSettings.parseModelList(share)))
+            }
         } catch {
             throw UsageError(error.description)
         }
         for (option, make) in [("max-concurrent", HomebaseSettings.Edit.maxConcurrent),
-                               ("max-queued", HomebaseSettings.Edit.maxQueued)] {
+                               ("max-queued", HomebaseSettings.Edit.maxQueued),
+                               ("runtime-parallel", HomebaseSettings.Edit.runtimeParallel)] {
             guard let text = self.args.value(option) else { continue }
             guard let n = Int(text) else { throw UsageError("--\(option) takes a whole number, not '\(text)'") }
             edits.append(make(n))
@@ -236,6 +256,8 @@ struct HomebaseCommands {
         print("pinned          \(settings.pinnedModels.isEmpty ? "(none)" : settings.pinnedModels.joined(separator: ","))")
         print("max concurrent  \(settings.maxConcurrentRequests)")
         print("max queued      \(settings.maxQueuedRequests)")
+        print("runtime parallel \(settings.runtimeParallel)")
+        print("shared cloud    \(settings.sharedCloudModels.isEmpty ? "(none)" : settings.sharedCloudModels.joined(separator: ","))")
         if !edits.isEmpty {
             print(self.state.daemonIsRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }

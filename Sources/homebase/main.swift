@@ -16,16 +16,22 @@ let usage = """
                                                       the status page (loopback only unless --ui-token)
       id                                              print the device public key
       status [--json]                                 relay connection, runtime, models, siblings
-      models [--json]                                 installed models (tag, capabilities, loaded)
+      models [--json]                                 installed models (tag, capabilities, loaded, cloud)
       pull MODEL                                      download a model into Ollama, with progress
       pair                                            print a one-time pairing code (10 minutes, single use)
       grant GUEST_PK [--models a,b] [--expires DURATION]   let a friend's device use models (e.g. --expires 7d)
       revoke GUEST_PK                                 withdraw a grant (effective on the next request)
       guests [--json]                                 pending joins, granted and revoked guests
-      config [--pin a,b] [--max-concurrent N] [--max-queued N] [--json]
+      config [--pin a,b] [--max-concurrent N] [--max-queued N] [--runtime-parallel N]
+             [--share-cloud a,b] [--json]
                                                       show or change settings: models kept loaded
                                                       (--pin '' for none), requests streamed at once
-                                                      (1-64, default 4) and queued beyond (0-1024, 16)
+                                                      (1-64, default 4) and queued beyond (0-1024, 16),
+                                                      requests the runtime runs at once per model
+                                                      (OLLAMA_NUM_PARALLEL, 1-64, default 1; the rest
+                                                      wait in the Homebase's queue), cloud models
+                                                      (*-cloud) shared with your devices and guests
+                                                      (--share-cloud '' for none, the default)
 
     State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
     Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_UI_TOKEN (--ui-token),
@@ -45,7 +51,7 @@ if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.conta
 await CLI.main(tool: "homebase") {
     let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires",
                                                           "pin", "max-concurrent", "max-queued", "ui", "ui-token",
-                                                          "ui-host"],
+                                                          "ui-host", "runtime-parallel", "share-cloud"],
                              flagOptions: ["json"])
     let command = try args.positional(0, "command")
     let dir = StateDirectory(explicit: args.value("state"), tool: "homebase")
@@ -68,6 +74,8 @@ await CLI.main(tool: "homebase") {
             settings.pinnedModels = previous.pinnedModels
             settings.maxConcurrentRequests = previous.maxConcurrentRequests
             settings.maxQueuedRequests = previous.maxQueuedRequests
+            settings.sharedCloudModels = previous.sharedCloudModels
+            settings.runtimeParallel = previous.runtimeParallel
         }
         let pk = try state.initialize(settings: settings, nowMs: Posix.wallClockMs)
         print(pk.hex)

@@ -144,6 +144,7 @@ enum VectorGenerator {
         let valid: [(String, String)] = [
             ("infer.request", #"{"type":"infer.request","id":"\#(id)","model":"qwen2.5:7b","messages":[{"role":"user","content":"hi"}],"options":{"temperature":0.2,"top_p":0.9,"max_tokens":64,"seed":1,"stop":"\n"},"conversation":{"id":"c1","base_count":2,"base_digest":"00"}}"#),
             ("infer.accept", #"{"type":"infer.accept","id":"\#(id)","model":"qwen2.5:7b"}"#),
+            ("infer.queued", #"{"type":"infer.queued","id":"\#(id)","position":2}"#),
             ("infer.chunk", #"{"type":"infer.chunk","id":"\#(id)","seq":0,"text":"Hel"}"#),
             ("infer.done", #"{"type":"infer.done","id":"\#(id)","finish_reason":"stop","usage":{"prompt_tokens":3,"completion_tokens":5},"chunks":2}"#),
             ("infer.error", #"{"type":"infer.error","id":"\#(id)","code":"model_unavailable","message":"no such model"}"#),
@@ -165,6 +166,14 @@ enum VectorGenerator {
         }
         decode("infer.request-minimal", #"{"type":"infer.request","id":"\#(id)","model":"m","messages":[]}"#, "valid",
                type: "infer.request", "options and conversation are optional")
+        decode("infer.request-think-effort", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":"low"}}"#,
+               "valid", type: "infer.request", "think may be an effort: low, medium or high")
+        decode("infer.request-think-false", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":false}}"#,
+               "valid", type: "infer.request", "think may be false (no reasoning) or true (the model's default)")
+        decode("infer.chunk-reasoning", #"{"type":"infer.chunk","id":"\#(id)","seq":1,"text":"","reasoning":"Let me think."}"#,
+               "valid", type: "infer.chunk", "a chunk may carry the model's reasoning beside its text")
+        decode("infer.error-reasoning-budget", #"{"type":"infer.error","id":"x","code":"reasoning_budget","message":"max_tokens spent reasoning"}"#,
+               "valid", type: "infer.error", "the budget ran out while the model reasoned")
         decode("infer.request-stop-array", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"stop":["a","b"]}}"#,
                "valid", type: "infer.request", "stop may be an array of strings")
         decode("unknown-field-ignored", #"{"type":"infer.cancel","id":"x","later":true}"#, "valid", type: "infer.cancel",
@@ -178,6 +187,7 @@ enum VectorGenerator {
             ("infer.request-missing-messages", #"{"type":"infer.request","id":"x","model":"m"}"#, "no messages"),
             ("infer.accept-missing-model", #"{"type":"infer.accept","id":"x"}"#, "no model"),
             ("infer.chunk-missing-seq", #"{"type":"infer.chunk","id":"x","text":"t"}"#, "no seq"),
+            ("infer.queued-missing-position", #"{"type":"infer.queued","id":"x"}"#, "no position"),
             ("infer.done-missing-chunks", #"{"type":"infer.done","id":"x","finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":1}}"#, "no chunks"),
             ("infer.done-missing-usage", #"{"type":"infer.done","id":"x","finish_reason":"stop","chunks":0}"#, "no usage"),
             ("infer.error-missing-code", #"{"type":"infer.error","id":"x","message":"m"}"#, "no code"),
@@ -199,6 +209,9 @@ enum VectorGenerator {
             ("infer.request-max-tokens-not-integer", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"max_tokens":"many"}}"#, "max_tokens is a string"),
             ("infer.chunk-seq-string", #"{"type":"infer.chunk","id":"x","seq":"0","text":"t"}"#, "seq is a string"),
             ("infer.chunk-id-number", #"{"type":"infer.chunk","id":5,"seq":0,"text":"t"}"#, "id is a number"),
+            ("infer.chunk-reasoning-number", #"{"type":"infer.chunk","id":"x","seq":0,"text":"","reasoning":1}"#, "reasoning is a number"),
+            ("infer.request-think-unknown", #"{"type":"infer.request","id":"x","model":"m","messages":[],"options":{"think":"max"}}"#, "think is neither a boolean nor low, medium or high"),
+            ("infer.queued-position-string", #"{"type":"infer.queued","id":"x","position":"2"}"#, "position is a string"),
             ("infer.done-chunks-string", #"{"type":"infer.done","id":"x","finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":1},"chunks":"2"}"#, "chunks is a string"),
             ("settings.model_choice-vision-string", #"{"type":"settings.model_choice","model_id":"m","vision":"no","origin":"o"}"#, "vision is a string"),
             ("contact.join-name-null", #"{"type":"contact.join","name":null}"#, "name is null"),

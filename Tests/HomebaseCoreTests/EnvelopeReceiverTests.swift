@@ -72,4 +72,26 @@ import Testing
         let ok = (try? receiver.checkEntitlement(channel: channel, messageType: type, relation: relation)) != nil
         #expect(ok == allowed)
     }
+
+    /// Rule 8a of envelope.md §7.7: a sibling on sync_delta, a contact whose grant is in force on contact.
+    @Test func whoMayMakeASession() {
+        let r = EnvelopeReceiver(selfKey: PublicKey(bytes: [UInt8](repeating: 1, count: 32))!)
+        let ungranted = SenderRelation(isSibling: false, isContact: true, isGranted: false)
+        let cases: [(Channel, SenderRelation, Bool)] = [
+            (.syncDelta, .sibling, true), (.syncDelta, .contact, false), (.syncDelta, .stranger, false),
+            (.contact, .contact, true), (.contact, ungranted, false), (.contact, .sibling, false),
+            (.contact, .stranger, false), (.unknown(7), SenderRelation(isSibling: true, isContact: true), false),
+        ]
+        for (channel, relation, allowed) in cases {
+            do throws(EnvelopeError) {
+                try r.checkSessionEntitlement(channel: channel, relation: relation)
+                #expect(allowed, "\(channel) \(relation)")
+            } catch {
+                #expect(!allowed && error == .notEntitled, "\(channel) \(relation)")
+            }
+        }
+        // A pending guest may still send its contact.* messages (rule 10), just not make sessions.
+        #expect((try? r.checkEntitlement(channel: .contact, messageType: "contact.leave", relation: ungranted)) != nil)
+        #expect(SenderRelation.contact.isGranted && !SenderRelation.sibling.isGranted)
+    }
 }

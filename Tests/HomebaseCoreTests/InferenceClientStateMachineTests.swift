@@ -26,6 +26,52 @@ import Testing
         #expect(m.nextDeadlineMs == nil)
     }
 
+    /// Issue 34: an advancing queue (`infer.queued`) is progress: each advance restarts the first-output
+    /// watchdog; a repeated or worse position, one out of range, or a report before the accept does not.
+    @Test func anAdvancingQueueRestartsTheFirstOutputWatchdog() {
+        var m = InferenceClientStateMachine(sentAtMs: t0)
+        #expect(m.queuedReceived(position: 2, nowMs: t0 + 1) == .none)  // before the accept
+        _ = m.acceptReceived(model: "m", nowMs: t0 + 100)
+        let first = t0 + 100 + m.watchdogs.firstOutputMs
+        #expect(m.nextDeadlineMs == first)
+        #expect(m.queuedReceived(position: 3, nowMs: t0 + 200) == .queued(position: 3))
+        #expect(m.nextDeadlineMs == t0 + 200 + m.watchdogs.firstOutputMs)
+        // The same position again, or a worse one, is no progress.
+        #expect(m.queuedReceived(position: 3, nowMs: t0 + 80_000) == .none)
+        #expect(m.queuedReceived(position: 4, nowMs: t0 + 80_000) == .none)
+        #expect(m.queuedReceived(position: 0, nowMs: t0 + 80_000) == .none)
+        #expect(m.queuedReceived(position: InferenceClientStateMachine.maxQueuePosition + 1, nowMs: t0 + 80_000) == .none)
+        #expect(m.nextDeadlineMs == t0 + 200 + m.watchdogs.firstOutputMs)
+        // Two advances 80 s apart: the 90 s watchdog never fires though 170 s pass before the first chunk.
+        #expect(m.queuedReceived(position: 2, nowMs: t0 + 80_200) == .queued(position: 2))
+        #expect(m.timerFired(nowMs: t0 + 160_000) == .none)
+        #expect(m.queuedReceived(position: 1, nowMs: t0 + 160_200) == .queued(position: 1))
+        #expect(m.timerFired(nowMs: t0 + 240_000) == .none)
+        #expect(m.chunkReceived(seq: 0, text: "hi", nowMs: t0 + 240_100) == .text("hi"))
+        // After output began, queue reports change nothing.
+        #expect(m.queuedReceived(position: 1, nowMs: t0 + 240_200) == .none)
+    }
+
+    @Test func queueAdvancesNeverStretchTheWaitPastTheCap() {
+        var m = InferenceClientStateMachine(
+            sentAtMs: t0, watchdogs: .init(acceptMs: 10_000, firstOutputMs: 90_000, stallMs: 30_000, maxQueueWaitMs: 150_000))
+        _ = m.acceptReceived(model: "m", nowMs: t0)
+        _ = m.queuedReceived(position: 1000, nowMs: t0 + 80_000)
+        _ = m.queuedReceived(position: 999, nowMs: t0 + 140_000)
+        #expect(m.nextDeadlineMs == t0 + 150_000)  // 80 s + 90 s and 140 s + 90 s are both past the 150 s cap
+        #expect(m.timerFired(nowMs: t0 + 150_000) == .fail(.firstOutputTimeout, sendCancel: true))
+    }
+
+    /// Reasoning is output: it satisfies the first-output watchdog and is passed on apart from the text.
+    @Test func reasoningCountsAsOutputAndIsPassedApart() {
+        var m = self.accepted()
+        #expect(m.chunkReceived(seq: 0, text: "", reasoning: "Let me think", nowMs: t0 + 200)
+            == .reasoning("Let me think", text: ""))
+        #expect(m.nextDeadlineMs == t0 + 200 + m.watchdogs.stallMs)
+        #expect(m.chunkReceived(seq: 1, text: "Yes.", reasoning: nil, nowMs: t0 + 300) == .text("Yes."))
+        #expect(m.chunkReceived(seq: 2, text: "", reasoning: "", nowMs: t0 + 400) == .text(""))
+    }
+
     @Test func acceptWatchdogBoundary() {
         var m = InferenceClientStateMachine(sentAtMs: t0)
         var a = m.timerFired(nowMs: t0 + 9_999)

@@ -11,6 +11,8 @@ import Testing
             conversation: ConversationRef(id: "c1", baseCount: 2, baseDigest: String(repeating: "ab", count: 32)))),
         .inferAccept(InferAccept(id: "r1", model: "qwen2.5:7b")),
         .inferChunk(InferChunk(id: "r1", seq: 3, text: " world")),
+        .inferChunk(InferChunk(id: "r1", seq: 4, text: "", reasoning: "Let me \"think\"")),
+        .inferQueued(InferQueued(id: "r1", position: 2)),
         .inferDone(InferDone(id: "r1", finishReason: "stop", usage: Usage(promptTokens: 5, completionTokens: 9), chunks: 4)),
         .inferError(InferError(id: "r1", code: .cacheMiss, message: "no such conversation")),
         .inferCancel(id: "r1"),

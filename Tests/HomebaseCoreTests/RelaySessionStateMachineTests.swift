@@ -88,9 +88,9 @@ import Testing
     @Test(arguments: [UInt8(0x02), 0x03, 0x80, 0xFF])
     func reservedFlagBitsGetStatus6(flags: UInt8) {
         var m = authed()
-        do { let r = m.messageReceived(send(5, flags: flags), nowMs: t0); #expect(r == .send([.receipt(sendID: 5, status: .badFlags)])) }
-        // send_id 0 asks for no receipt: the frame is dropped silently.
-        do { let r = m.messageReceived(send(0, flags: flags), nowMs: t0); #expect(r == .none) }
+        do { let r = m.messageReceived(send(5, flags: flags), nowMs: t0); #expect(r == .refuse(sendID: 5, status: .badFlags)) }
+        // send_id 0 asks for no receipt: the shell writes none, but the refusal is still an action it counts.
+        do { let r = m.messageReceived(send(0, flags: flags), nowMs: t0); #expect(r == .refuse(sendID: 0, status: .badFlags)) }
     }
 
     @Test func payloadOverTheLimitGetsStatus4() {
@@ -98,7 +98,7 @@ import Testing
         limits.maxPayloadBytes = 100
         var m = authed(limits: limits)
         do { let r = m.messageReceived(send(1, payload: 100), nowMs: t0); #expect(r == .route(sendID: 1, recipient: Self.bob, store: false, payload: [UInt8](repeating: 9, count: 100)[...])) }
-        do { let r = m.messageReceived(send(2, payload: 101), nowMs: t0); #expect(r == .send([.receipt(sendID: 2, status: .payloadTooLarge)])) }
+        do { let r = m.messageReceived(send(2, payload: 101), nowMs: t0); #expect(r == .refuse(sendID: 2, status: .payloadTooLarge)) }
     }
 
     @Test func floodingSenderGetsStatus5ThenRecovers() {
@@ -106,8 +106,8 @@ import Testing
         limits.sendFramesPerSecond = 10
         limits.sendFramesBurst = 3
         var m = authed(limits: limits)
-        for i in 1...3 { let r = m.messageReceived(send(UInt32(i)), nowMs: t0); #expect(r != .send([.receipt(sendID: UInt32(i), status: .rateLimited)])) }
-        do { let r = m.messageReceived(send(4), nowMs: t0); #expect(r == .send([.receipt(sendID: 4, status: .rateLimited)])) }
+        for i in 1...3 { let r = m.messageReceived(send(UInt32(i)), nowMs: t0); #expect(r != .refuse(sendID: UInt32(i), status: .rateLimited)) }
+        do { let r = m.messageReceived(send(4), nowMs: t0); #expect(r == .refuse(sendID: 4, status: .rateLimited)) }
         // 100 ms later one token has been refilled.
         do { let r = m.messageReceived(send(5), nowMs: t0 + 100); #expect(r == .route(sendID: 5, recipient: Self.bob, store: false, payload: [9, 9, 9][...])) }
     }
@@ -117,8 +117,8 @@ import Testing
         limits.sendBytesPerSecond = 1000
         limits.sendBytesBurst = 1000
         var m = authed(limits: limits)
-        do { let r = m.messageReceived(send(1, payload: 800), nowMs: t0); #expect(r != .send([.receipt(sendID: 1, status: .rateLimited)])) }
-        do { let r = m.messageReceived(send(2, payload: 800), nowMs: t0); #expect(r == .send([.receipt(sendID: 2, status: .rateLimited)])) }
+        do { let r = m.messageReceived(send(1, payload: 800), nowMs: t0); #expect(r != .refuse(sendID: 1, status: .rateLimited)) }
+        do { let r = m.messageReceived(send(2, payload: 800), nowMs: t0); #expect(r == .refuse(sendID: 2, status: .rateLimited)) }
     }
 
     @Test func ackOfAStoredFrameIsPassedOnAndAckZeroIgnored() {

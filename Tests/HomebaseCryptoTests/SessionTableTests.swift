@@ -91,9 +91,20 @@ import Testing
             var epochKey: String
             var envelope: String
         }
+        struct Setup: Decodable {
+            var name: String
+            var envelope: String
+        }
+        /// The receiver's starting state (the file's `receiver_state` says what each field means).
+        struct State: Decodable {
+            var handshake: String
+            var opened: [String]
+            var nowMs: UInt64
+        }
         struct ReceiverVector: Decodable {
             var name: String
             var receiver: String
+            var state: State
             var envelope: String
             var expect: String
         }
@@ -109,7 +120,7 @@ import Testing
         var keyInitiatorToResponder: String
         var keyResponderToInitiator: String
         var transport: [Transport]
-        var receiverNowMs: UInt64
+        var setupTransport: [Setup]
         var receiverVectors: [ReceiverVector]
     }
 
@@ -141,6 +152,7 @@ import Testing
             replyMessageID: { [] }, replySentAtMs: 0)
         else { Issue.record("response did not complete"); return }
         #expect(ta.handshakeHashes(with: b.publicKey).map { Hex.encode($0) } == [v.handshakeHash])
+        let (establishedA, establishedB) = (ta, tb)
 
         // Transports: each side seals its messages in counter order (filler up to a vector's counter), and the
         // bytes equal Python's; the other side opens them.
@@ -176,17 +188,37 @@ import Testing
             #expect(Array(EnvelopePadding.unpad(plaintext)) == Array(t.plaintextUtf8.utf8))
         }
 
+        // Each receiver vector from the state it states, on a copy of the tables just after the handshake.
+        let named = Dictionary(uniqueKeysWithValues: v.transport.map { ($0.name, $0.envelope) }
+            + v.setupTransport.map { ($0.name, $0.envelope) })
         for r in v.receiverVectors {
+            let atA = r.receiver == "initiator"
+            var table: SessionTable
+            switch r.state.handshake {
+            case "established":
+                table = atA ? establishedA : establishedB
+            case "initiation_pending":
+                #expect(atA, "\(r.name): only the initiator has an initiation pending")
+                table = try SessionTable(identity: a)
+                _ = try table.initiate(to: b.publicKey, channel: channel, sessionID: unhex(v.sessionId),
+                                       ephemeral: NoiseKeyPair(secretBytes: unhex(v.initiatorEphemeral)),
+                                       messageID: unhex(v.initiation.messageId), sentAtMs: now, nowMs: now)
+            default:
+                Issue.record("\(r.name): unknown handshake state \(r.state.handshake)")
+                continue
+            }
+            for name in r.state.opened {
+                let env = try SessionEnvelope(decoding: try unhex(try #require(named[name], "\(r.name): \(name)"))[...])
+                guard case .success(.transport) = table.receive(env, nowMs: now, ephemeral: { .generate() },
+                                                                replyMessageID: { [] }, replySentAtMs: 0)
+                else { Issue.record("\(r.name): its state's \(name) does not open"); break }
+            }
             let bytes = try unhex(r.envelope)
             let got: String
             do {
                 let env = try SessionEnvelope(decoding: bytes[...])
-                let result = r.receiver == "initiator"
-                    ? ta.receive(env, nowMs: v.receiverNowMs, ephemeral: { .generate() }, replyMessageID: { replyID },
-                                 replySentAtMs: v.receiverNowMs)
-                    : tb.receive(env, nowMs: v.receiverNowMs, ephemeral: { .generate() }, replyMessageID: { replyID },
-                                 replySentAtMs: v.receiverNowMs)
-                switch result {
+                switch table.receive(env, nowMs: r.state.nowMs, ephemeral: { .generate() }, replyMessageID: { replyID },
+                                     replySentAtMs: r.state.nowMs) {
                 case .success: got = "valid"
                 case .failure(let e): got = e.reason
                 }

@@ -127,6 +127,32 @@ import Testing
         #expect(b.sessionCounts.responded == 0)
     }
 
+    /// Rule 8a's "contact" (envelope.md §7.7): a guest whose grant is in force. A pending or revoked guest is still a
+    /// contact (its `contact.*` messages in v1 get answers), but its message 1 is dropped, so the sessions a
+    /// Homebase holds are bounded by its siblings and granted guests, not by every key that sent a join.
+    @Test func onlyAGrantedContactMakesASession() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let ungranted = SenderRelation(isSibling: false, isContact: true, isGranted: false)
+        let guest = try await Self.messenger(relay, relation: { _ in .contact })
+        let pendingHost = try await Self.messenger(relay, relation: { _ in ungranted })
+        let grantingHost = try await Self.messenger(relay, relation: { _ in .contact })
+        defer { guest.stop(); pendingHost.stop(); grantingHost.stop() }
+        // Its v1 messages on the contact channel arrive.
+        guest.send(.advertRequest, to: pendingHost.publicKey, channel: .contact, store: false)
+        #expect(try #require(await nextInbound(pendingHost)).message == .advertRequest)
+        guest.recordEnvelopeVersions([1, 2], of: pendingHost.publicKey)
+        guest.send(.inferCancel(id: "x"), to: pendingHost.publicKey, channel: .contact, store: false)
+        #expect(await nextInbound(pendingHost, timeout: .milliseconds(800)) == nil)
+        #expect(pendingHost.dropCounts == ["not_entitled": 1])
+        #expect(pendingHost.sessionCounts.responded == 0)
+        // A granted guest makes its session on the contact channel.
+        guest.recordEnvelopeVersions([1, 2], of: grantingHost.publicKey)
+        guest.send(.inferCancel(id: "y"), to: grantingHost.publicKey, channel: .contact, store: false)
+        #expect(try #require(await nextInbound(grantingHost)).message == .inferCancel(id: "y"))
+        #expect(grantingHost.sessionCounts.responded == 1 && grantingHost.dropCounts.isEmpty)
+    }
+
     /// envelope.md §7.9: what is stored for an offline peer stays v1 (and arrives when it connects), while an
     /// inference message to an offline v2 peer is never stored nor sent in v1: it fails at once (RECEIPT 2).
     @Test func storedMessagesStayV1AndInferenceIsNeverStored() async throws {

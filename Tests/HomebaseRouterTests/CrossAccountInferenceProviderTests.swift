@@ -100,9 +100,8 @@ import Testing
         let joined = InMemoryJoinedHomebaseStore([Fixture.joined(RelayRig.hostKey, lastHeardMs: 1)])
         let factory = RelayInferenceProviderFactory(
             responses: rig.responses, http: .unavailable, joined: joined, watchdogs: RelayRig.ladder,
-            clock: { 1_000 + monotonicMs() })
-        let provider = factory.makeCrossAccount(host: RelayRig.hostKey, model: "llama3.1:70b",
-                                                fallback: RelayRig.fallback)
+            wallClock: WallClock { 1_000 + monotonicMs() }, timers: MonotonicClock { monotonicMs() })
+        let provider = factory.makeCrossAccount(host: RelayRig.hostKey, model: "llama3.1:70b")
         let result = try await provider.complete(ChatRequest(messages: Self.firstTurn))
         #expect(result.providerKind == .crossAccount)
         #expect(try #require(joined.record(for: RelayRig.hostKey)).lastHeardMs > 1)

@@ -48,6 +48,17 @@ import Testing
         #expect(try HandsetCommand.parse(["route", "--state=/y"]).state == "/y")
     }
 
+    /// Issue 34: `chat --think` on both tools.
+    @Test func thinkParsesOnBothTools() throws {
+        guard case .chat(let c) = try self.handset("chat --think low hi") else { Issue.record("not chat"); return }
+        #expect(c.think == .low && c.prompt == "hi")
+        guard case .chat(let g) = try self.guest("chat --think false hi") else { Issue.record("not chat"); return }
+        #expect(g.think == .off)
+        guard case .chat(let none) = try self.handset("chat hi") else { Issue.record("not chat"); return }
+        #expect(none.think == nil)
+        #expect(throws: UsageError.self) { try self.handset("chat --think max hi") }
+    }
+
     @Test func chatOptionsParse() throws {
         let parsed = try HandsetCommand.parse(
             ["chat", "--json", "--model", "m", "--tools", "t.json", "--watchdog-ms", "100,200,300", "hi", "there"])

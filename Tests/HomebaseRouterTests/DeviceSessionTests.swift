@@ -24,7 +24,8 @@ import Testing
         let box = RelationBox()
         let messenger = self.hub.messenger(for: identity.publicKey) { box.relation($0) }
         self.session = try DeviceSession(node: node, identity: identity, messenger: messenger, relay: nil,
-                                         http: .unavailable, clock: { wallMs() })
+                                         http: .unavailable, clock: { wallMs() },
+                                         timers: .system)
         box.set { [weak session = self.session] in session?.relation(of: $0) ?? .stranger }
         self.homebaseMessenger = self.hub.messenger(for: self.homebase.publicKey) { _ in .sibling }
     }

@@ -40,6 +40,22 @@ import Testing
         #expect(store.configured == endpoint)
     }
 
+    /// Issue 34: `handset config endpoint verify` with a cloud stub as the newest model, offline: the trial goes
+    /// to the local model and the endpoint verifies.
+    @Test func aCloudStubIsNeverTheTrialModel() async throws {
+        let (emulator, url) = try self.emulator(models: ["gpt-oss:120b-cloud", "llama3.2:3b"])
+        defer { emulator.stop() }
+        let verifier = HTTPRuntimeVerifier(http: self.http)
+        let models = try await verifier.models(at: url)
+        #expect(models.map(\.cloud) == [true, false])
+        let store = ExternalRuntimeStore(backend: InMemorySettingsBackend())
+        let outcome = await store.verifyAndRecord(url: url, verifier: verifier, nowMs: 5)
+        guard case .verified = outcome else {
+            Issue.record("not verified: \(outcome)")
+            return
+        }
+    }
+
     @Test func trialUsesOneTokenOnV1() async throws {
         let (emulator, url) = try self.emulator()
         defer { emulator.stop() }

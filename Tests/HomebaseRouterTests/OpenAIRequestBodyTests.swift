@@ -34,6 +34,16 @@ import Testing
         #expect(text.contains(#""temperature":0.2,"tools":["#))
     }
 
+    /// Issue 34: `think` becomes `reasoning_effort` (`none` for off, as Ollama reads it); the default sends none.
+    @Test(arguments: [(ThinkSetting.off, "none"), (.low, "low"), (.medium, "medium"), (.high, "high")])
+    func thinkIsSentAsReasoningEffort(_ think: ThinkSetting, _ effort: String) throws {
+        let request = ChatRequest(messages: [ChatMessage(role: "user", content: "hi")], options: ChatOptions(think: think))
+        let body = try self.parsed(try self.engine.requestBody(model: "m", request: request))
+        #expect(body["reasoning_effort"] as? String == effort)
+        let plain = ChatRequest(messages: [ChatMessage(role: "user", content: "hi")], options: ChatOptions(think: .on))
+        #expect(try self.parsed(try self.engine.requestBody(model: "m", request: plain))["reasoning_effort"] == nil)
+    }
+
     @Test func minimalRequestHasNoOptionalFields() throws {
         let body = try self.engine.requestBody(model: "m", request: ChatRequest(messages: [ChatMessage(role: "user", content: "hi")]))
         #expect(String(decoding: body, as: UTF8.self)

@@ -35,6 +35,42 @@ import Testing
                                     .finished(.stop, Usage(promptTokens: 26, completionTokens: 2))]))
     }
 
+    /// Issue 34: Ollama streams reasoning as `delta.reasoning` with an empty content; llama-server and vLLM as
+    /// `delta.reasoning_content`. Both are `.reasoning`, never text, on the fast and the general path alike.
+    @Test(arguments: [true, false]) func reasoningOfBothShapesIsItsOwnEvent(fastPath: Bool) {
+        var decoder = OpenAIStreamDecoder()
+        decoder.usesFastPath = fastPath
+        var out: [ChatEngineEvent] = []
+        let datas = [
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"Hmm"},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"","reasoning":", two"},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"reasoning_content":" steps"},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"Four","reasoning":null},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"."},"finish_reason":null}]}"#,
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ]
+        for data in datas {
+            #expect(throws: Never.self) {
+                try data.utf8CString.dropLast().map { UInt8(bitPattern: $0) }.withUnsafeBufferPointer { bytes throws(ChatEngineError) in
+                    try decoder.decodeData(bytes, into: &out)
+                }
+            }
+        }
+        #expect(out == [.reasoning("Hmm"), .reasoning(", two"), .reasoning(" steps"), .text("Four"), .text("."),
+                        .finished(.length, nil)])
+    }
+
+    @Test func reasoningOfTheWrongTypeIsMalformed() {
+        let result = self.run([
+            #"{\#(Self.head),"choices":[{"index":0,"delta":{"content":"","reasoning":7},"finish_reason":null}]}"#,
+        ])
+        guard case .failure(.malformed) = result else {
+            Issue.record("expected malformed, got \(result)")
+            return
+        }
+    }
+
     @Test func legacyShapeWithRoleInEveryDeltaAndFinishOnLastContentChunk() {
         let result = self.run([
             #"{\#(Self.head),"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}"#,

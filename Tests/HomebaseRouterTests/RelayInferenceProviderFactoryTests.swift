@@ -8,10 +8,11 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct RelayInferenceProviderFactoryTests {
     static func router(_ rig: RelayRig, harness h: Harness) -> LLMRouter {
         let factory = RelayInferenceProviderFactory(responses: rig.responses, http: .unavailable,
-                                                    watchdogs: RelayRig.ladder, clock: { monotonicMs() })
+                                                    watchdogs: RelayRig.ladder, wallClock: .fixed(0),
+                                                    timers: MonotonicClock { monotonicMs() })
         let clock = h.clock
         return LLMRouter(settings: h.settings, keys: h.keys, runtime: h.runtime, adverts: h.adverts, joined: h.joined,
-                         factory: factory, isHomebase: false, clock: { clock.read() })
+                         factory: factory, isHomebase: false, clock: WallClock { clock.read() })
     }
 
     @Test func theRouterServesAFreshAdvertOverTheRelay() async throws {
@@ -47,13 +48,14 @@ import Testing
     @Test func httpProvidersAreDelegated() async throws {
         let rig = RelayRig { _, _ in [] }
         defer { rig.stop() }
-        let factory = RelayInferenceProviderFactory(responses: rig.responses, http: .unavailable, clock: { 0 })
+        let factory = RelayInferenceProviderFactory(responses: rig.responses, http: .unavailable, wallClock: .fixed(0),
+                                                    timers: MonotonicClock { 0 })
         #expect(factory.makeOpenAI(model: "gpt", apiKey: { nil }).kind == .openai)
         #expect(factory.makeAnthropic(model: "claude", apiKey: { nil }).kind == .anthropic)
         #expect(factory.makeOllama(endpoint: Fixture.endpoint(), model: "m").kind == .ollama)
         #expect(factory.makeOnDevice(deviceModel: nil).kind == .onDevice)
-        #expect(factory.makeRemote(host: RelayRig.hostKey, model: "m", fallback: FloorProvider()).kind == .remote)
-        #expect(factory.makeCrossAccount(host: RelayRig.hostKey, model: "m", fallback: FloorProvider()).kind
+        #expect(factory.makeRemote(host: RelayRig.hostKey, model: "m").kind == .remote)
+        #expect(factory.makeCrossAccount(host: RelayRig.hostKey, model: "m").kind
             == .crossAccount)
     }
 }

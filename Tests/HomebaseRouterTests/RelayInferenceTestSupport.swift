@@ -125,20 +125,25 @@ struct RelayRig {
         self.host = ScriptedHost(hub: self.hub, key: Self.hostKey, script: script)
     }
 
+    /// The remote provider as the router hands it out: inside the one `FallbackProvider`.
     func remote(ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder,
-                host: PublicKey = RelayRig.hostKey) -> RemoteInferenceProvider {
-        RemoteInferenceProvider(messenger: self.client, responses: self.responses, host: host, model: "qwen2.5:7b",
-                                onDeviceFallback: Self.fallback, watchdogs: ladder, clock: { monotonicMs() })
+                host: PublicKey = RelayRig.hostKey) -> FallbackProvider {
+        FallbackProvider(
+            primary: RemoteInferenceProvider(messenger: self.client, responses: self.responses, host: host,
+                                             model: "qwen2.5:7b", watchdogs: ladder,
+                                             clock: MonotonicClock { monotonicMs() }),
+            fallback: Self.fallback)
     }
 
     func crossAccount(conversations: ConversationTracker,
                       ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder)
-        -> CrossAccountInferenceProvider
+        -> FallbackProvider
     {
-        CrossAccountInferenceProvider(
-            messenger: self.client, responses: self.responses, host: Self.hostKey, model: "llama3.1:70b",
-            onDeviceFallback: Self.fallback, conversations: conversations, watchdogs: ladder,
-            clock: { monotonicMs() })
+        FallbackProvider(
+            primary: CrossAccountInferenceProvider(
+                messenger: self.client, responses: self.responses, host: Self.hostKey, model: "llama3.1:70b",
+                conversations: conversations, watchdogs: ladder, clock: MonotonicClock { monotonicMs() }),
+            fallback: Self.fallback)
     }
 
     /// Infer message types the client sent, in order.

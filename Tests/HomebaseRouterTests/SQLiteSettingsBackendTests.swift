@@ -68,4 +68,56 @@ final class TemporaryStateFile {
         let reopened = CloudKeyStore(backend: try Self.backend(file, "secrets."))
         #expect(reopened.activeKey(.openai) == "sk-test-123")
     }
+
+    struct Refused: Error {}
+
+    /// Two connections (two processes) to one file: a read-then-write in `atomically` is never interleaved with
+    /// another's, and a body that throws leaves nothing behind.
+    @Test func atomicallyIsOneTransactionAcrossConnections() async throws {
+        let file = try TemporaryStateFile()
+        let first = try Self.backend(file, "device.")
+        let second = try Self.backend(file, "device.")
+        try first.set("0", forKey: "n")
+        // Each increments 200 times by read-modify-write; a lost update would show as a smaller total.
+        await withTaskGroup(of: Void.self) { group in
+            for backend in [first, second] {
+                group.addTask {
+                    for _ in 0..<200 {
+                        _ = try? backend.atomically { db in
+                            let n = Int(db.string(forKey: "n") ?? "0") ?? 0
+                            try db.set(String(n + 1), forKey: "n")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(first.string(forKey: "n") == "400")
+        #expect(throws: Refused.self) {
+            try second.atomically { db in
+                try db.set("written", forKey: "rolled.back")
+                #expect(db.string(forKey: "rolled.back") == "written")
+                throw Refused()
+            }
+        }
+        #expect(first.string(forKey: "rolled.back") == nil)
+        #expect(try first.atomically { db in db.keys(withPrefix: "") } == ["n"])
+    }
+
+    @Test func theInMemoryBackendIsAtomicToo() async throws {
+        let backend = InMemorySettingsBackend()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    for _ in 0..<500 {
+                        _ = try? backend.atomically { db in
+                            try db.set(String((Int(db.string(forKey: "n") ?? "0") ?? 0) + 1), forKey: "n")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(backend.string(forKey: "n") == "1000")
+        #expect(throws: Refused.self) { try backend.atomically { db in try db.set("x", forKey: "y"); throw Refused() } }
+        #expect(backend.string(forKey: "y") == nil)
+    }
 }

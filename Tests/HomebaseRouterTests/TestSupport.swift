@@ -129,12 +129,12 @@ final class RecordingProviderFactory: ProviderFactory {
         return KeyedFake(base: self.fake(.anthropic, model), apiKey: apiKey, seen: self)
     }
 
-    func makeRemote(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
+    func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
         self.made.withLock { $0.append(.remote(host: host, model: model)) }
         return self.fake(.remote, model)
     }
 
-    func makeCrossAccount(host: PublicKey, model: String, fallback: any LLMProvider) -> any LLMProvider {
+    func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {
         self.made.withLock { $0.append(.crossAccount(host: host, model: model)) }
         return self.fake(.crossAccount, model)
     }
@@ -188,7 +188,7 @@ struct Harness {
         let clock = self.clock
         return LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime, adverts: self.adverts,
                          joined: self.joined, factory: self.factory, isHomebase: self.isHomebase,
-                         clock: { clock.read() })
+                         clock: WallClock { clock.read() })
     }
 
     // Shorthands for scenario set-up.

@@ -22,6 +22,27 @@ import Testing
         }
     }
 
+    /// Issue 34: a cloud model is advertised only when shared, then marked `cloud`; the context is labelled.
+    @Test func aCloudModelIsAdvertisedOnlyWhenSharedAndSaysSo() throws {
+        var local = FakeRuntime.model("qwen2.5:7b")
+        local.contextLength = 4096
+        local.contextServed = true
+        var cloud = FakeRuntime.model("gpt-oss:120b-cloud", loaded: false)
+        cloud.cloud = true
+        cloud.contextLength = nil
+        var status = FakeRuntime.up([local, cloud])
+        let host = testKey(9)
+        let unshared = AdvertPublisher.payload(host: host, status: status, seq: 1, nowMs: 1)
+        #expect(unshared.models.map(\.tag) == ["qwen2.5:7b"])
+        #expect(unshared.models[0].cloud == nil && unshared.models[0].contextSource == "served")
+        status.sharedCloudModels = ["gpt-oss:120b-cloud"]
+        let shared = AdvertPublisher.payload(host: host, status: status, seq: 2, nowMs: 2)
+        #expect(shared.models.map(\.tag) == ["qwen2.5:7b", "gpt-oss:120b-cloud"])
+        #expect(shared.models[1].cloud == true && shared.models[1].contextSource == nil)
+        let json = String(decoding: SignedPayloadJSON.encode(shared), as: UTF8.self)
+        #expect(json.contains(#""cloud":true"#) && json.contains(#""context_source":"served""#))
+    }
+
     @Test func startChangeRequestAndHeartbeatEachSendAFreshSignedAdvert() async throws {
         let h = try Harness()
         let phone = try h.enrolledHandset(0x11)

@@ -47,6 +47,28 @@ import Testing
         await h.stop()
     }
 
+    /// Issue 34: a cloud model the owner did not share is not served (its prompt would leave for a third party),
+    /// and is served once shared.
+    @Test func anUnsharedCloudModelIsRefusedAndASharedOneServed() async throws {
+        let runtime = FakeRuntime()
+        var cloud = FakeRuntime.model("gpt-oss:120b-cloud", loaded: false)
+        cloud.cloud = true
+        runtime.set(FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"), cloud]))
+        let engine = FakeEngine(FakeEngine.answer(["ok"]))
+        let (h, phone) = try await Self.setUp(engine: engine, runtime: runtime)
+        h.request("c1", from: phone.messenger, model: "gpt-oss:120b-cloud")
+        let refused = await phone.inbox.finished("c1")
+        #expect(refused == [.inferError(InferError(id: "c1", code: .modelUnavailable, message: "model not installed"))])
+        #expect(engine.last == nil)
+        var shared = FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"), cloud])
+        shared.sharedCloudModels = ["gpt-oss:120b-cloud"]
+        runtime.set(shared)
+        h.request("c2", from: phone.messenger, model: "gpt-oss:120b-cloud")
+        let served = await phone.inbox.finished("c2")
+        #expect(served.last.map { if case .inferDone = $0 { true } else { false } } == true)
+        await h.stop()
+    }
+
     @Test func aRequestIsAdmittedWhereItArrivesSoItsAcceptIsSentWithinTheSend() async throws {
         let engine = FakeEngine([.waitForGate, .text("x"), .finish(.stop, nil)])
         let (h, phone) = try await Self.setUp(engine: engine)
@@ -382,15 +404,102 @@ import Testing
         await h.stop()
     }
 
+    /// Issue 34: with the runtime at one request at a time per model, the Homebase queues the rest itself and
+    /// tells each where it stands, at once and at every advance; another model has its own slot.
+    @Test func theRuntimesParallelismIsKeptPerModelAndTheQueueIsTold() async throws {
+        let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
+        let runtime = FakeRuntime(FakeRuntime.up([FakeRuntime.model("qwen2.5:7b"), FakeRuntime.model("llama3.2:3b")]))
+        let h = try Harness(runtime: runtime, engine: engine, maxConcurrent: 4, maxQueued: 16, runtimeParallel: 1)
+        let phone = try h.enrolledHandset(0x11)
+        await h.startServing()
+        for i in 1...3 { h.request("q\(i)", from: phone.messenger) }
+        h.request("other", from: phone.messenger, model: "llama3.2:3b")
+        await eventually("two streams") { engine.calls == 2 }
+        await eventually("every reply so far") {
+            phone.inbox.inference("q3").count == 2 && phone.inbox.inference("other").count == 1
+        }
+        #expect(h.daemon.inference.activeCount == 2 && h.daemon.inference.queuedCount == 2)
+        #expect(phone.inbox.inference("q1") == [.inferAccept(InferAccept(id: "q1", model: "qwen2.5:7b"))])
+        #expect(phone.inbox.inference("q2") == [.inferAccept(InferAccept(id: "q2", model: "qwen2.5:7b")),
+                                                .inferQueued(InferQueued(id: "q2", position: 1))])
+        #expect(phone.inbox.inference("q3") == [.inferAccept(InferAccept(id: "q3", model: "qwen2.5:7b")),
+                                                .inferQueued(InferQueued(id: "q3", position: 2))])
+        #expect(phone.inbox.inference("other") == [.inferAccept(InferAccept(id: "other", model: "llama3.2:3b"))])
+        // q1 and the other model's request end: q2 starts, q3 moves up and is told.
+        engine.gate.open(2)
+        _ = await phone.inbox.finished("q1")
+        await eventually("q3 told it is next") { phone.inbox.inference("q3").count == 3 }
+        #expect(phone.inbox.inference("q3").last == .inferQueued(InferQueued(id: "q3", position: 1)))
+        #expect(h.daemon.inference.activeCount == 1 && h.daemon.inference.queuedCount == 1)
+        engine.gate.open(2)
+        for id in ["q2", "q3", "other"] {
+            guard case .inferDone = await phone.inbox.finished(id).last else { Issue.record("\(id) not done"); return }
+        }
+        await h.stop()
+    }
+
+    /// Issue 34: a request the queue is not expected to start within the requester's first-output window (judged
+    /// from how long answers of its model took) is refused at once with `busy`, so it falls back now.
+    @Test func aRequestTheQueueCannotStartInTimeIsRefusedBusyAtOnce() async throws {
+        let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
+        var limits = InferenceLimits()
+        limits.queueWaitBudgetMs = 90_000
+        let h = try Harness(engine: engine, limits: limits, maxConcurrent: 4, maxQueued: 16, runtimeParallel: 1)
+        let phone = try h.enrolledHandset(0x11)
+        await h.startServing()
+        // No history yet: admitted and queued whatever the wait.
+        h.request("a1", from: phone.messenger)
+        h.request("a2", from: phone.messenger)
+        await eventually("a2 queued") { phone.inbox.inference("a2").count == 2 }
+        // a1 takes 60 s.
+        h.clock.advance(ms: 60_000)
+        engine.gate.open()
+        _ = await phone.inbox.finished("a1")
+        // a2 runs now: one more request waits one answer (60 s, within 90 s); a second would wait two (120 s).
+        h.request("a3", from: phone.messenger)
+        h.request("a4", from: phone.messenger)
+        #expect(await phone.inbox.finished("a4") == [.inferError(InferError(
+            id: "a4", code: .busy, message: "the host is busy: queue position 2 for qwen2.5:7b, about 120 s before it could start"))])
+        #expect(phone.inbox.inference("a3") == [.inferAccept(InferAccept(id: "a3", model: "qwen2.5:7b")),
+                                                .inferQueued(InferQueued(id: "a3", position: 1))])
+        engine.gate.open(2)
+        for id in ["a2", "a3"] {
+            guard case .inferDone = await phone.inbox.finished(id).last else { Issue.record("\(id) not done"); return }
+        }
+        await h.stop()
+    }
+
+    /// Issue 34: a conversation longer than the context the runtime serves would be cut silently by Ollama: it
+    /// is refused by name, saying whether the context is served or a default.
+    @Test func aConversationLongerThanTheContextIsRefusedByName() async throws {
+        var model = FakeRuntime.model("qwen2.5:7b")
+        model.contextLength = 4096
+        let runtime = FakeRuntime(FakeRuntime.up([model]))
+        let engine = FakeEngine(FakeEngine.answer(["ok"]))
+        let (h, phone) = try await Self.setUp(engine: engine, runtime: runtime)
+        let long = String(repeating: "word ", count: 4000)  // 20,000 bytes: about 5,000 tokens
+        h.request("long", from: phone.messenger, messages: [.user(long)])
+        #expect(await phone.inbox.finished("long") == [.inferError(InferError(
+            id: "long", code: .contextExceeded,
+            message: "the conversation is about 5004 tokens; qwen2.5:7b serves 4096 by default "
+                + "(OLLAMA_CONTEXT_LENGTH raises it; confirmed once the model is loaded)"))])
+        #expect(engine.calls == 0)
+        h.request("short", from: phone.messenger, messages: [.user(String(repeating: "word ", count: 3000))])
+        guard case .inferDone = await phone.inbox.finished("short").last else { Issue.record("short not served"); return }
+        await h.stop()
+    }
+
     @Test func busyWhenEverySlotAndTheQueueAreTaken() async throws {
         let engine = FakeEngine([.waitForGate, .text("done"), .finish(.stop, nil)])
         let (h, phone) = try await Self.setUp(engine: engine, maxConcurrent: 2, maxQueued: 1)
         for i in 1...4 { h.request("b\(i)", from: phone.messenger) }
         #expect(await phone.inbox.finished("b4").map(\.errorCode) == ["busy"])
-        // Three were admitted and accepted at once, the third queued.
-        for i in 1...3 {
+        // Three were admitted and accepted at once, the third queued and told so.
+        for i in 1...2 {
             #expect(phone.inbox.inference("b\(i)") == [.inferAccept(InferAccept(id: "b\(i)", model: "qwen2.5:7b"))])
         }
+        #expect(phone.inbox.inference("b3") == [.inferAccept(InferAccept(id: "b3", model: "qwen2.5:7b")),
+                                                .inferQueued(InferQueued(id: "b3", position: 1))])
         #expect(h.daemon.inference.activeCount == 2)
         #expect(h.daemon.inference.queuedCount == 1)
         #expect(engine.calls == 2)

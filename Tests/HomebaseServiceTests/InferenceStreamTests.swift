@@ -56,7 +56,7 @@ import Testing
     /// Records the messages sent.
     final class MessageRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         var isConnected: Bool { true }
         let sent = Mutex<[Message]>([])
@@ -95,6 +95,43 @@ import Testing
         #expect(secondMessenger.sent.withLock { $0 }.last?.type == "infer.done")
     }
 
+    /// Issue 34: reasoning goes in its own chunks (`reasoning`, empty `text`), in order with the answer, never
+    /// in the answer's text or the kept answer.
+    @Test func reasoningTravelsInItsOwnChunksAndNeverInTheAnswer() {
+        let (stream, messenger) = self.recorded()
+        stream.events([.reasoning("Two"), .reasoning(" and two")])
+        stream.events([.reasoning("."), .text("Four"), .text(".")])
+        stream.events([.finished(.stop, Usage(promptTokens: 3, completionTokens: 6))])
+        #expect(messenger.chunks == [
+            InferChunk(id: "s1", seq: 0, text: "", reasoning: "Two and two"),
+            InferChunk(id: "s1", seq: 1, text: "", reasoning: "."),
+            InferChunk(id: "s1", seq: 2, text: "Four."),
+        ])
+        guard case .done(let answer, _)? = stream.stop() else {
+            Issue.record("the stream must have ended as done")
+            return
+        }
+        #expect(answer == "Four.")
+        #expect(messenger.sent.withLock { $0 }.last == .inferDone(InferDone(
+            id: "s1", finishReason: "stop", usage: Usage(promptTokens: 3, completionTokens: 6), chunks: 3)))
+    }
+
+    /// Issue 34: a budget spent on reasoning is no empty success: the stream ends without infer.done and
+    /// reports it, for the server's `reasoning_budget` error. A length cut after some answer is a plain done.
+    @Test func aBudgetSpentReasoningEndsWithoutDone() {
+        let (stream, messenger) = self.recorded()
+        stream.events([.reasoning("Let me think"), .finished(.length, Usage(promptTokens: 3, completionTokens: 8))])
+        guard case .reasoningBudgetSpent(let usage)? = stream.stop() else {
+            Issue.record("a budget spent reasoning must be reported")
+            return
+        }
+        #expect(usage.completionTokens == 8)
+        #expect(messenger.sent.withLock { $0 }.map(\.type) == ["infer.chunk"])
+        let (cut, cutMessenger) = self.recorded()
+        cut.events([.reasoning("Hm"), .text("Fo"), .finished(.length, nil)])
+        #expect(cutMessenger.sent.withLock { $0 }.last?.type == "infer.done")
+    }
+
     @Test func aChunkCarriesAtMostTheTextLimitAndExactlyItInOne() {
         var limits = InferenceLimits(coalesceDelayMs: 0)
         limits.maxChunkTextBytes = 8
@@ -108,7 +145,7 @@ import Testing
     /// Records each send and whether it asked for a RECEIPT; answers `outcome` to those that did.
     final class ReceiptRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         let connected = Mutex(true)
         var isConnected: Bool { self.connected.withLock { $0 } }
@@ -195,7 +232,7 @@ import Testing
     /// A messenger whose relay link paces (or not), recording chunk texts.
     final class PacedRecorder: PeerMessenger {
         let publicKey = testKey(1)
-        let inbound = AsyncStream<InboundMessage> { _ in }
+        let inbound = InboundMessages.none()
         let events = AsyncStream<MessengerEvent> { _ in }
         var isConnected: Bool { true }
         let paced = Mutex(false)

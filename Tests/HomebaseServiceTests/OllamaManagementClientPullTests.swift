@@ -165,4 +165,36 @@ import Testing
         try await Task.sleep(for: .milliseconds(800))
         #expect(try await !client.tags().map(\.name).contains("gemma3:1b"))
     }
+
+    /// Issue 34: Ollama hashes the layers after the last download line without a word (minutes on a slow disk):
+    /// that silence does not fail the pull, while a silence as long in the middle of the download does.
+    @Test func theSilentVerifyPhaseOutlastsTheDownloadIdleLimit() async throws {
+        var configuration = EmulatorConfiguration()
+        configuration.pullProgressIntervalMs = 1
+        configuration.pullVerifyMs = 1_500
+        let emulator = OllamaEmulator(configuration: configuration)
+        let port = try emulator.start(port: 0)
+        defer { emulator.stop() }
+        var limits = OllamaManagementClient.Configuration()
+        limits.pullIdleTimeout = .milliseconds(500)
+        let client = OllamaManagementClient(endpoint: "http://127.0.0.1:\(port)", http: HTTPClient(), configuration: limits)
+        var last: PullProgress?
+        for try await progress in client.pull("gemma3:1b") { last = progress }
+        #expect(last?.isSuccess == true)
+
+        // The same limit in the middle of the download (a line a second) fails the pull, named.
+        var slow = EmulatorConfiguration()
+        slow.pullProgressIntervalMs = 1_000
+        let stalled = OllamaEmulator(configuration: slow)
+        let stalledPort = try stalled.start(port: 0)
+        defer { stalled.stop() }
+        let stalledClient = OllamaManagementClient(endpoint: "http://127.0.0.1:\(stalledPort)", http: HTTPClient(),
+                                                   configuration: limits)
+        do {
+            for try await _ in stalledClient.pull("gemma3:1b") {}
+            Issue.record("a stalled download must fail")
+        } catch let error as OllamaError {
+            guard case .timedOut = error else { Issue.record("expected timedOut, got \(error)"); return }
+        }
+    }
 }

@@ -22,7 +22,8 @@ import Testing
         #expect(tags.map(\.name) == ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"])
         let qwen = EmulatedModel(name: "qwen2.5:7b")
         #expect(tags[0] == OllamaInstalledModel(name: "qwen2.5:7b", size: Int64(qwen.size), digest: qwen.digest,
-                                                family: "qwen2", parameterSize: "7.6B", quantization: "Q4_K_M"))
+                                                family: "qwen2", parameterSize: "7.6B", quantization: "Q4_K_M",
+                                                capabilities: ["completion", "tools"]))
         #expect(try await client.show("qwen2.5:7b")
             == OllamaModelInfo(capabilities: ["completion", "tools"], contextLength: 32768, architecture: "qwen2"))
         #expect(try await client.show("nomic-embed-text")

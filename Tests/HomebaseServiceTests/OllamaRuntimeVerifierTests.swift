@@ -25,11 +25,37 @@ import Testing
         #expect(status.endpoint == endpoint && status.verified && status.available)
         #expect(status.version == "0.32.6" && status.checkedAtMs == 1_234 && status.lastError == nil)
         #expect(status.models.map(\.tag) == ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"])
-        #expect(status.models.map(\.contextLength) == [32768, 131072, 2048])
+        // Issue 34: the context served, not the trained one: llama3.2:3b is loaded (the trial), and /api/ps says
+        // 4096; the others are unloaded: their trained length capped at Ollama's default 4096, labelled a default.
+        #expect(status.models.map(\.trainedContextLength) == [32768, 131072, 2048])
+        #expect(status.models.map(\.contextLength) == [4096, 4096, 2048])
+        #expect(status.models.map(\.contextServed) == [false, true, false])
         #expect(status.models.map(\.canComplete) == [true, true, false])
         // llama3.2:3b is smaller on disk than qwen2.5:7b: the quickest cold load. The trial loaded it.
         #expect(status.models.filter(\.loaded).map(\.tag) == ["llama3.2:3b"])
         #expect(status.advertisedModels == status.models)
+    }
+
+    /// Issue 34: a cloud stub (a few hundred bytes, the "smallest" model) beside a local one, offline: the stub is
+    /// not the trial model, its failing `show` does not fail the probe, the local model is advertised and the stub
+    /// is listed as cloud and not advertised.
+    @Test(arguments: [EmulatorConfiguration.CloudMode.offline, .disabled, .online])
+    func aCloudStubNeverFailsVerificationAndIsNotAdvertised(_ cloud: EmulatorConfiguration.CloudMode) async throws {
+        let (emulator, endpoint) = try Self.emulator {
+            $0.models = ["gpt-oss:120b-cloud", "llama3.2:3b"]
+            $0.cloud = cloud
+        }
+        defer { emulator.stop() }
+        let status = try await Self.verifier().verify(endpoint: endpoint)
+        #expect(status.verified && status.available)
+        #expect(status.models.map(\.tag) == ["gpt-oss:120b-cloud", "llama3.2:3b"])
+        #expect(status.models.map(\.cloud) == [true, false])
+        // The trial ran on the local model.
+        #expect(status.models.filter(\.loaded).map(\.tag) == ["llama3.2:3b"])
+        #expect(status.advertisedModels.map(\.tag) == ["llama3.2:3b"])
+        var shared = status
+        shared.sharedCloudModels = ["gpt-oss:120b-cloud"]
+        #expect(shared.advertisedModels.map(\.tag) == ["gpt-oss:120b-cloud", "llama3.2:3b"])
     }
 
     @Test func trialPrefersAModelAlreadyLoaded() async throws {

@@ -53,9 +53,13 @@ import Testing
         #expect(status.version == "0.32.6")
         #expect(status.models.map(\.tag) == ["qwen2.5:7b", "llama3.2:3b", "nomic-embed-text:latest"])
         let qwen = try #require(status.models.first)
-        #expect(qwen.withoutLoadDetails == RuntimeModelInfo(
-            tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B", quantization: "Q4_K_M",
-            capabilities: ["completion", "tools"], contextLength: 32768, loaded: true))
+        // Loaded: the context /api/ps says it serves (4096), beside what it was trained for.
+        var expected = RuntimeModelInfo(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
+                                        quantization: "Q4_K_M", capabilities: ["completion", "tools"],
+                                        contextLength: 4096, loaded: true)
+        expected.trainedContextLength = 32768
+        expected.contextServed = true
+        #expect(qwen.withoutLoadDetails == expected)
         // Issue 37: memory per loaded model and when its keep-alive unloads it (`/api/ps`; loaded at the
         // emulator's start, so pinned: Go's largest duration lands in 2318).
         #expect((qwen.memoryBytes ?? 0) > 1_000_000_000 && qwen.vramBytes == qwen.memoryBytes)
@@ -217,6 +221,27 @@ import Testing
         #expect(warmed.models.filter(\.loaded).map(\.tag) == ["llama3.2:3b"])
         let client = OllamaManagementClient(endpoint: "http://127.0.0.1:\(port)", http: HTTPClient())
         #expect(try await client.ps().map(\.name) == ["llama3.2:3b"])
+        await h.stop()
+    }
+
+    /// Issue 34: Ollama matches names case-insensitively, so does a pin; a cloud stub is never warmed (it is not
+    /// loaded here, and a keep-alive would send a request to the cloud).
+    @Test func aPinMatchesCaseInsensitivelyAndNeverWarmsACloudStub() async throws {
+        var configuration = EmulatorConfiguration()
+        configuration.models = ["qwen2.5:7b", "gpt-oss:120b-cloud"]
+        configuration.cloud = .online
+        let emulator = OllamaEmulator(configuration: configuration)
+        let port = try emulator.start(port: 0)
+        defer { emulator.stop() }
+        let h = Harness(endpoint: "http://127.0.0.1:\(port)", verified: true, pinned: ["Qwen2.5:7B", "gpt-oss:120b-cloud"])
+        var changes = h.monitor.changes.makeAsyncIterator()
+        let first = try #require(await changes.next())
+        #expect(first.models.allSatisfy { !$0.loaded })
+        try await h.clock.advanceWhenSleeping(ms: 500)
+        let warmed = try #require(await changes.next())
+        #expect(warmed.models.filter(\.loaded).map(\.tag) == ["qwen2.5:7b"])
+        let client = OllamaManagementClient(endpoint: "http://127.0.0.1:\(port)", http: HTTPClient())
+        #expect(try await client.ps().map(\.name) == ["qwen2.5:7b"])
         await h.stop()
     }
 

@@ -112,6 +112,9 @@ extension HTTPResponse {
         let models = try #require(s["models"] as? [[String: Any]])
         #expect(models.map { $0["tag"] as? String } == ["qwen2.5:7b"])
         #expect(models.first?["pinned"] as? Bool == false)
+        // Issue 34: whether a model is a cloud stub, shared, and where its context comes from.
+        #expect(models.first?["cloud"] as? Bool == false && models.first?["shared"] as? Bool == true)
+        #expect(models.first?["context_source"] as? String == "default")
         let series = try #require(s["series"] as? [String: Any])
         #expect((series["tokens"] as? [Int])?.count == 360)
         for key in ["relay_link", "guests", "streams", "events", "admission", "totals", "pinned_models", "name",

@@ -266,6 +266,7 @@ final class Inbox: Sendable {
         self.messages.filter { m in
             switch m {
             case .inferAccept(let a): a.id == id
+            case .inferQueued(let q): q.id == id
             case .inferChunk(let c): c.id == id
             case .inferDone(let d): d.id == id
             case .inferError(let e): e.id == id
@@ -315,13 +316,15 @@ final class Harness: Sendable {
 
     init(runtime: FakeRuntime = FakeRuntime(), engine: FakeEngine = FakeEngine(),
          limits: InferenceLimits = InferenceLimits(), maxConcurrent: Int = 4, maxQueued: Int = 16,
-         readCadence: HTTPReadCadence? = nil, unsyncedSeen: Bool = false) throws {
+         runtimeParallel: Int? = nil, readCadence: HTTPReadCadence? = nil, unsyncedSeen: Bool = false) throws {
         self.directoryOnDisk = try TemporaryDirectory()
         self.clock = ManualClock()
         self.state = try HomebaseState(path: self.directoryOnDisk.file("state.db"))
         var settings = HomebaseSettings(relayURL: "ws://127.0.0.1:1/v1", deviceName: "desk")
         settings.maxConcurrentRequests = maxConcurrent
         settings.maxQueuedRequests = maxQueued
+        // The fake engine runs any number at once: unless a test says otherwise, as many as admitted.
+        settings.runtimeParallel = runtimeParallel ?? maxConcurrent
         try self.state.initialize(settings: settings, nowMs: self.clock.value)
         self.identity = try self.state.deviceKey()
         self.hub = LoopbackMessengerHub(clock: { [clock] in clock.value })

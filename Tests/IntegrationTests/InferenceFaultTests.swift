@@ -89,6 +89,20 @@ struct InferenceFaultTests {
         }
     }
 
+    /// Issue 34: a `/v1` stream that fails after it started ends, on real Ollama, with an empty delta and no
+    /// finish_reason or [DONE]: the Homebase says host_error, never a short answer passed off as whole.
+    @Test("a /v1 stream failing mid-way (empty delta, no finish) is host_error, not a short answer")
+    func runtimeErrorMidStream() async throws {
+        try await IntegrationSystem.with(watchdogs: Self.watchdogs, tokensPerSecond: 100) { system in
+            let prompt = "[[fault:error-after=5]] Describe the network"
+            let (events, answer, _) = await system.handset.chat(prompt)
+            let expected = IntegrationOllama.expectedText("Describe the network")
+            #expect(expected.hasPrefix(events.textBeforeRestart.joined()))
+            #expect(answer.result.fallback?.reason == .error("host_error"))
+            #expect(answer.result.text == Self.floorText(prompt))
+        }
+    }
+
     @Test("Ollama killed mid-stream: error to the client, runtime marked down, re-verified when it returns")
     func ollamaKilledMidStream() async throws {
         try await IntegrationSystem.with(watchdogs: Self.watchdogs, tokensPerSecond: 20) { system in

@@ -80,12 +80,14 @@ final class IntegrationOllama: Sendable {
     let emulator: OllamaEmulator
     let port: UInt16
 
-    init(tokensPerSecond: Double = 400, firstTokenMs: Int = 0, port: UInt16 = 0) throws {
+    init(tokensPerSecond: Double = 400, firstTokenMs: Int = 0, port: UInt16 = 0,
+         configure: (inout EmulatorConfiguration) -> Void = { _ in }) throws {
         var c = EmulatorConfiguration()
         c.host = "127.0.0.1"
         c.tokensPerSecond = tokensPerSecond
         c.firstTokenMs = firstTokenMs
         c.models = ["qwen2.5:7b", "llama3.2:3b"]
+        configure(&c)
         self.emulator = OllamaEmulator(configuration: c)
         self.port = try self.emulator.start(port: port)
     }
@@ -106,7 +108,8 @@ final class IntegrationHomebase: Sendable {
     let publicKey: PublicKey
     private let task: Task<Void, Never>
 
-    init(relayURL: String, ollamaURL: String, directory: String? = nil) throws {
+    init(relayURL: String, ollamaURL: String, directory: String? = nil,
+         configure: (inout HomebaseRunner.Options) -> Void = { _ in }) throws {
         let dir = directory ?? temporaryDirectory("homebase")
         self.directory = dir
         self.state = try HomebaseState(path: dir + "/state.db")
@@ -126,6 +129,7 @@ final class IntegrationHomebase: Sendable {
         options.monitor.maxRetryDelay = .seconds(1)
         options.relayOptions.connectTimeout = .seconds(2)
         options.daemon.statePollInterval = .milliseconds(200)
+        configure(&options)
         let runner = HomebaseRunner(state: self.state, options: options, logger: .discard())
         self.runner = runner
         self.task = Task {
@@ -276,14 +280,18 @@ struct IntegrationSystem {
 
     /// Starts everything and pairs the handset; `watchdogs` shortens the handset's ladder.
     static func start(watchdogs: InferenceClientStateMachine.Watchdogs? = nil, tokensPerSecond: Double = 400,
-                      relayLimits: RelayLimits = RelayLimits()) async throws -> IntegrationSystem {
+                      relayLimits: RelayLimits = RelayLimits(),
+                      ollama configureOllama: (inout EmulatorConfiguration) -> Void = { _ in },
+                      homebase configureHomebase: (inout HomebaseRunner.Options) -> Void = { _ in },
+                      model: String = "qwen2.5:7b") async throws -> IntegrationSystem {
         let relay = try IntegrationRelay(limits: relayLimits)
-        let ollama = try IntegrationOllama(tokensPerSecond: tokensPerSecond)
-        let homebase = try IntegrationHomebase(relayURL: relay.url, ollamaURL: ollama.url)
+        let ollama = try IntegrationOllama(tokensPerSecond: tokensPerSecond, configure: configureOllama)
+        let homebase = try IntegrationHomebase(relayURL: relay.url, ollamaURL: ollama.url,
+                                               configure: configureHomebase)
         let handset = try IntegrationHandset(relayURL: relay.url, watchdogs: watchdogs)
         let system = IntegrationSystem(relay: relay, ollama: ollama, homebase: homebase, handset: handset)
         do {
-            try await handset.pairAndSelect(code: try homebase.pairingCode())
+            try await handset.pairAndSelect(code: try homebase.pairingCode(), model: model)
         } catch {
             await system.stop()
             throw error
@@ -303,9 +311,13 @@ extension IntegrationSystem {
     /// Starts a paired system, runs `body`, and stops everything whether `body` returned or threw.
     static func with<T>(watchdogs: InferenceClientStateMachine.Watchdogs? = nil, tokensPerSecond: Double = 400,
                         relayLimits: RelayLimits = RelayLimits(),
+                        ollama configureOllama: (inout EmulatorConfiguration) -> Void = { _ in },
+                        homebase configureHomebase: (inout HomebaseRunner.Options) -> Void = { _ in },
+                        model: String = "qwen2.5:7b",
                         _ body: (IntegrationSystem) async throws -> T) async throws -> T {
         let system = try await Self.start(watchdogs: watchdogs, tokensPerSecond: tokensPerSecond,
-                                          relayLimits: relayLimits)
+                                          relayLimits: relayLimits, ollama: configureOllama,
+                                          homebase: configureHomebase, model: model)
         do {
             let value = try await body(system)
             await system.stop()

@@ -76,7 +76,7 @@ import Testing
             #expect(embed["capabilities"] as? [String] == ["embedding"])
             let missing = try client.send("POST", "/api/show", body: #"{"model":"foo"}"#)
             #expect(missing.head.status == 404)
-            #expect(missing.text == #"{"error":"model 'foo' not found"}"#)
+            #expect(missing.text == #"{"error":"model 'foo:latest' not found"}"#)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
+import HomebaseTransport
 import HubEmulatorKit
 import Synchronization
 import Testing
@@ -212,5 +213,90 @@ import Testing
         try await store.download(curatedVision)
         #expect(hub.emulator.hitCount("/lfs-store/models--mlx-community--Qwen2-VL-2B-Instruct-4bit/"
                                       + hub.emulator.weights(of: curatedVision)!.sha256) == before + 1)
+    }
+
+    @Test func weightsInASubfolderAreFoundThroughARecursiveTree() async throws {
+        var faults = HubFaults()
+        faults.nested = [curatedVision]
+        let hub = try Hub(faults: faults)
+        defer { hub.stop() }
+        // The emulator lists like the Hub: the top level only, unless asked for recursive.
+        let tree = "\(hub.endpoint)/api/models/\(curatedVision)/tree/main"
+        let top = try await Hub.http.send(HTTPRequest(url: tree)).body
+        #expect(try HubTree.parse(top).map(\.path).sorted() == [".gitattributes", "README.md", "config.json",
+                                                                "tokenizer_config.json"])
+        #expect(String(decoding: top, as: UTF8.self).contains(#""type":"directory""#))
+        for query in ["?recursive=1", "?recursive=true"] {
+            let all = try await Hub.http.send(HTTPRequest(url: tree + query)).body
+            #expect(try HubTree.parse(all).map(\.path).contains("weights/model.safetensors"))
+        }
+        let store = try hub.store()
+        try await store.download(curatedVision)
+        #expect(store.state(curatedVision) == .ready)
+        let loaded = try #require(store.loadedModel(curatedVision))
+        #expect(loaded.weightFiles == 1)
+        #expect(FileManager.default.fileExists(
+            atPath: hub.layout.snapshotFile(curatedVision, commit: loaded.commit, path: "weights/model.safetensors")))
+    }
+
+    @Test func anUnreadableRecordIsNoDownloadAndAStartReplacesIt() async throws {
+        let hub = try Hub()
+        defer { hub.stop() }
+        let store = try hub.store()
+        for garbage in ["{", "[]", #"{"pid":"x"}"#, String(repeating: "9", count: 4000)] {
+            try hub.device.set(garbage, forKey: "models.download." + curatedVision)
+            #expect(store.state(curatedVision) == .absent)
+            #expect(store.cancel(curatedVision) == .notDownloading)
+        }
+        try await store.download(curatedVision)
+        #expect(store.state(curatedVision) == .ready)
+        #expect(hub.device.keys(withPrefix: "models.download.").isEmpty)
+    }
+
+    @Test func aTreeInPagesIsReadToTheEnd() async throws {
+        var faults = HubFaults()
+        faults.nested = [curatedVision]
+        // Two entries a page (a folder and five files): the weights are on the last of three.
+        let hub = try Hub(faults: faults, pageSize: 2)
+        defer { hub.stop() }
+        let first = try await Hub.http.send(HTTPRequest(url: "\(hub.endpoint)/api/models/\(curatedVision)/tree/main?recursive=1"))
+        #expect(try HubTree.parse(first.body).count == 1)  // a directory entry and one file
+        #expect(first.head.header("Link")?.contains("cursor=") == true)
+        let store = try hub.store()
+        try await store.download(curatedVision)
+        #expect(store.loadedModel(curatedVision)?.weightFiles == 1)
+        #expect(hub.emulator.hitCount("/api/models/\(curatedVision)/tree/" + (try String(
+            contentsOfFile: hub.layout.ref(curatedVision), encoding: .utf8))) == 3)
+    }
+
+    @Test func aSecondStartIsRefusedInWordsAndLeavesTheFirstAlone() async throws {
+        var faults = HubFaults()
+        faults.slowBytesPerSecond = 400_000
+        let hub = try Hub(faults: faults, weightBytes: 2_000_000)
+        defer { hub.stop() }
+        let store = try hub.store()
+        let task = Task { () -> HubError? in
+            do throws(HubError) { try await store.download(curatedVision); return nil } catch { return error }
+        }
+        // Another process over the same state database.
+        let other = try hub.store()
+        while true {
+            if case .downloading = other.state(curatedVision) { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        do {
+            try await other.download(curatedVision)
+            Issue.record("a second start passed")
+        } catch {
+            #expect(error == .alreadyDownloading(curatedVision))
+            #expect(error.description == "already downloading ('handset models cancel \(curatedVision)' stops it)")
+        }
+        guard case .downloading = store.state(curatedVision) else {
+            Issue.record("the refused start changed the state: \(store.state(curatedVision))")
+            return
+        }
+        #expect(other.cancel(curatedVision) == .requested)
+        #expect(await task.value == .cancelled)
+        #expect(HubError.locked("/c/.locks/x.lock").description == "another download holds the lock /c/.locks/x.lock")
     }
 }

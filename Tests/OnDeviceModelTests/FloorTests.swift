@@ -87,7 +87,8 @@ import Testing
         var http = DeviceHTTP.unavailable
         http.hub = HubAccess(http: Hub.http, endpoint: hub.endpoint, cacheRoot: hub.root)
         let session = try DeviceSession(node: node, identity: identity, messenger: messenger, relay: nil, http: http,
-                                        clock: { UInt64(Date().timeIntervalSince1970 * 1000) })
+                                        clock: { UInt64(Date().timeIntervalSince1970 * 1000) },
+                                        timers: .system)
         defer { session.stop() }
         try session.settings.setModelSource(.community)
         try session.settings.setDeviceModel(.hub(curatedVision))

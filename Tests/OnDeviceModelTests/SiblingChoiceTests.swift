@@ -25,7 +25,8 @@ import Testing
         var http = DeviceHTTP.unavailable
         http.hub = HubAccess(http: Hub.http, endpoint: hub.endpoint, cacheRoot: hub.root)
         let session = try DeviceSession(node: node, identity: identity, messenger: messenger, relay: nil, http: http,
-                                        clock: { UInt64(Date().timeIntervalSince1970 * 1000) })
+                                        clock: { UInt64(Date().timeIntervalSince1970 * 1000) },
+                                        timers: .system)
         // Weakly, as `DeviceSession` does it: the session holds the messenger, whose lookup holds the box.
         box.set { [weak session] in session?.relation(of: $0) ?? .stranger }
         defer { session.stop() }

@@ -113,6 +113,11 @@ import Testing
         #expect(a.ready?.maxPayload == 1_000)
         try a.send(9, to: a.pk, payload: [UInt8](repeating: 7, count: 1_001))
         #expect(try a.receipt() == (9, .payloadTooLarge))
+        // Counted where it is refused (issue 38, defect 3: the counter stayed 0), with send_id 0 too.
+        try a.send(0, to: a.pk, payload: [UInt8](repeating: 7, count: 1_001))
+        try a.send(10, to: a.pk, payload: [UInt8](repeating: 7, count: 1_001))
+        #expect(try a.receipt() == (10, .payloadTooLarge))
+        #expect(try relay.httpGet("/metrics").1.contains("relay_frames_dropped_total{reason=\"payload_too_large\"} 3\n"))
     }
 
     @Test func reservedFlagsGetReceipt6() throws {
@@ -121,6 +126,10 @@ import Testing
         let a = try TestClient(relay)
         try a.send(.send(sendID: 3, recipient: a.pk, flags: 0x82, payload: [1][...]))
         #expect(try a.receipt() == (3, .badFlags))
+        try a.send(.send(sendID: 0, recipient: a.pk, flags: 0x82, payload: [1][...]))
+        try a.send(.send(sendID: 4, recipient: a.pk, flags: 0x02, payload: [1][...]))
+        #expect(try a.receipt() == (4, .badFlags))
+        #expect(try relay.httpGet("/metrics").1.contains("relay_frames_dropped_total{reason=\"bad_flags\"} 3\n"))
     }
 
     @Test func liveFrameIsForwardedWithTheAuthenticatedSender() throws {
@@ -277,6 +286,7 @@ import Testing
         for _ in 1...5 { statuses.append(try a.receipt().1) }
         #expect(statuses.filter { $0 == .delivered }.count == 3)
         #expect(statuses.filter { $0 == .rateLimited }.count == 2)
+        #expect(try relay.httpGet("/metrics").1.contains("relay_frames_dropped_total{reason=\"rate_limited\"} 2\n"))
     }
 
     /// Issue 23: a connection sending far over its SEND limits is read at twice them (the relay stops reading it

@@ -23,5 +23,6 @@ start_stack() {
     state="$dir/homebase"
     "$bin/homebase" --state "$state" init --relay "ws://127.0.0.1:$relay_port/v1/relay" --ollama "$ollama_url" \
         --name bench >/dev/null
-    "$bin/homebase" --state "$state" config --max-concurrent 64 --max-queued 128 >/dev/null
+    # The emulator runs any number of requests at once (no --parallel): so may the Homebase.
+    "$bin/homebase" --state "$state" config --max-concurrent 64 --max-queued 128 --runtime-parallel 64 >/dev/null
 }

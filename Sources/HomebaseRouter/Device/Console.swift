@@ -1,12 +1,13 @@
 import Foundation
+import Synchronization
 import HomebaseCore
 import HomebaseNode
 
 /// Terminal I/O shared by the `handset` and `guest` chats.
 public enum Console {
     /// One line on stderr.
-    public static func err(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+    public static func err(_ line: String, newline: Bool = true) {
+        FileHandle.standardError.write(Data((newline ? line + "\n" : line).utf8))
     }
 
     static func out(_ text: String) {
@@ -29,9 +30,17 @@ public enum Console {
     /// partial output prints `ChatOutput.restartMarker` on stderr, then the fallback's answer.
     public static func ask(_ session: DeviceSession, _ request: ChatRequest, _ c: ChatInvocation) async -> ChatAnswer {
         guard c.stream && !c.json else { return await session.chat(request, model: c.model) }
+        let thinking = ThinkingLine()
         return await session.chat(request, model: c.model) { event in
             switch event {
-            case .text(let text): Self.out(text)
+            case .text(let text):
+                if thinking.end() { Self.err("") }
+                Self.out(text)
+            // Reasoning goes to stderr, apart from the answer on stdout, on a line of its own; so does the queue
+            // position.
+            case .reasoning(let thought):
+                Self.err((thinking.begin() ? "[reasoning] " : "") + thought, newline: false)
+            case .queued(let position): Self.err("[queued: \(position == 1 ? "next" : "position \(position)")]")
             case .restart(let reason):
                 Self.out("\n")
                 Self.err(ChatOutput.restartMarker(reason))
@@ -41,6 +50,17 @@ public enum Console {
             }
         }
     }
+}
+
+/// Whether streamed reasoning is open on stderr: its first piece gets a label, the answer's first text a newline.
+final class ThinkingLine: Sendable {
+    private let open = Mutex(false)
+
+    /// True for the first piece of a run of reasoning.
+    func begin() -> Bool { self.open.withLock { o in defer { o = true }; return !o } }
+
+    /// True when reasoning was open (it is closed now).
+    func end() -> Bool { self.open.withLock { o in defer { o = false }; return o } }
 }
 
 /// The `route` and `status` outputs, as data for `--json` and as text.

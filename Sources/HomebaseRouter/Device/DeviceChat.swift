@@ -38,6 +38,8 @@ public struct ChatAnswer: Sendable {
             "timing": timing,
         ]
         if let e = self.envelope { out["envelope"] = e }
+        // A reasoning model's thinking, apart from the answer (null when there was none).
+        out["reasoning"] = self.result.reasoning ?? NSNull()
         return out
     }
 }
@@ -86,6 +88,9 @@ extension DeviceSession {
             onEvent?(event)
             switch event {
             case .text(let t) where !t.isEmpty:
+                if firstText == nil { firstText = elapsedMs() }
+            case .reasoning(let t) where !t.isEmpty:
+                // Reasoning is output too: the first sign of an answer on its way.
                 if firstText == nil { firstText = elapsedMs() }
             case .restart:
                 firstText = nil

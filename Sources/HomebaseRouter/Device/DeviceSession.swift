@@ -48,6 +48,7 @@ public final class DeviceSession: Sendable {
     public let router: LLMRouter
     /// The on-device models: catalog, downloads, ready markers, the floor rules (seed 002).
     public let models: OnDeviceModelStore
+    /// Unix milliseconds (wall time: stamps and freshness). Timers use the monotonic clock the session was given.
     public let clock: @Sendable () -> UInt64
     private let relay: RelayMessenger?
     private let counters = Mutex(Counters())
@@ -76,7 +77,7 @@ public final class DeviceSession: Sendable {
                                    options: linkOptions, logger: logger,
                                    versionStore: try PeerVersionStore(database: node.database))
         try self.init(node: node, identity: identity, messenger: relay, relay: relay, http: http, options: options,
-                      logger: logger, clock: { Posix.wallClockMs })
+                      logger: logger, clock: { Posix.wallClockMs }, timers: .system)
         box.set { [weak self] key in self?.relation(of: key) ?? .stranger }
     }
 
@@ -84,7 +85,7 @@ public final class DeviceSession: Sendable {
     /// `relation(of:)` of the session; see `RelationBox`).
     public init(node: NodeState, identity: SigningSecretKey, messenger: any PeerMessenger, relay: RelayMessenger?,
                 http: DeviceHTTP, options: Options = Options(), logger: Logger = .discard(),
-                clock: @escaping @Sendable () -> UInt64) throws {
+                clock: @escaping @Sendable () -> UInt64, timers: MonotonicClock) throws {
         self.node = node
         self.identity = identity
         self.clock = clock
@@ -113,10 +114,10 @@ public final class DeviceSession: Sendable {
         }
         let factory = RelayInferenceProviderFactory(
             responses: self.responses, http: makers, joined: self.joined, watchdogs: options.watchdogs,
-            clock: clock, logger: logger)
+            wallClock: WallClock(clock), timers: timers, logger: logger)
         self.router = LLMRouter(settings: self.settings, keys: self.keys, runtime: self.runtime,
                                 adverts: self.adverts, joined: self.joined, factory: factory, isHomebase: false,
-                                clock: clock, deviceModelFloor: { model in
+                                clock: WallClock(clock), deviceModelFloor: { model in
                                     // A Hub model answers only once downloaded and loadable (the floor rules).
                                     guard model.isHub, case .floor(let reason) = models.resolve(choice: model.tag)
                                     else { return nil }

@@ -16,8 +16,9 @@ public enum GuestCommand: Sendable, Equatable {
         CommandHelp("join HOST_PK", "Ask a friend's Homebase to share; pending until the grant arrives."),
         CommandHelp("status [--json] [--offline]", "Show each host with its state, models and last contact."),
         CommandHelp("leave [HOST_PK]", "Tell the host you are leaving and forget it."),
-        CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] [--watchdog-ms A,F,S] PROMPT",
-                    "Ask through the joined Homebase (on-device when it cannot answer)."),
+        CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] [--watchdog-ms A,F,S] [--think T] PROMPT",
+                    "Ask through the joined Homebase (on-device when it cannot answer). --think false|low|medium|high: "
+                        + "how much a reasoning model thinks (its reasoning is shown apart)."),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -32,7 +33,7 @@ public enum GuestCommand: Sendable, Equatable {
         .init(["join"]),
         .init(["status"], flags: ["json", "offline"]),
         .init(["leave"]),
-        .init(["chat"], values: ["model", "host", "watchdog-ms"], flags: ["json", "stream"]),
+        .init(["chat"], values: ["model", "host", "watchdog-ms", "think"], flags: ["json", "stream"]),
     ]
 
     /// Parses everything after the tool name. `--state` is returned apart.

@@ -13,6 +13,8 @@ public struct ChatInvocation: Sendable, Equatable {
     public var watchdogs: InferenceClientStateMachine.Watchdogs?
     /// Guest only: which joined host to use.
     public var host: PublicKey?
+    /// `--think false|low|medium|high`: how much a reasoning model thinks; nil keeps the runtime's default.
+    public var think: ThinkSetting?
     public init() {}
 }
 
@@ -76,8 +78,9 @@ public enum HandsetCommand: Sendable, Equatable {
         CommandHelp("key list", "List the key rings, masked."),
         CommandHelp("key remove openai|claude INDEX", "Remove the key at INDEX (0 is the active key)."),
         CommandHelp("key test openai|claude", "Check the active key without spending tokens."),
-        CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [--watchdog-ms A,F,S] [PROMPT]",
-                    "Ask; with no PROMPT, chat interactively (/quit ends)."),
+        CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [--watchdog-ms A,F,S] [--think T] [PROMPT]",
+                    "Ask; with no PROMPT, chat interactively (/quit ends). --think false|low|medium|high: how much a "
+                        + "reasoning model thinks (its reasoning is shown apart: stderr, or \"reasoning\" in --json)."),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -109,7 +112,7 @@ public enum HandsetCommand: Sendable, Equatable {
         .init(["key", "list"]),
         .init(["key", "remove"]),
         .init(["key", "test"]),
-        .init(["chat"], values: ["model", "tools", "watchdog-ms"], flags: ["json", "stream"]),
+        .init(["chat"], values: ["model", "tools", "watchdog-ms", "think"], flags: ["json", "stream"]),
     ]
 
     /// Parses everything after the tool name. `--state` is returned apart.
@@ -235,6 +238,12 @@ public enum HandsetCommand: Sendable, Equatable {
         c.stream = a.flag("stream")
         c.model = a.value("model")
         c.toolsPath = a.value("tools")
+        if let t = a.value("think") {
+            guard let setting = ThinkSetting(text: t) else {
+                throw UsageError("--think takes false, true, low, medium or high, not '\(t)'")
+            }
+            c.think = setting
+        }
         c.prompt = a.positionals.isEmpty ? nil : a.positionals.joined(separator: " ")
         if let w = a.value("watchdog-ms") ?? environment["HOMEBASE_WATCHDOG_MS"] {
             c.watchdogs = try DeviceCommandLine.watchdogs(w)

@@ -14,8 +14,10 @@ public enum HubError: Error, Equatable, Sendable, CustomStringConvertible {
     case checksumMismatch(path: String, expected: String, actual: String)
     /// Writing to disk failed (the disk is full, say); nothing half-written was kept.
     case disk(String)
-    /// Another process holds the blob's lock.
+    /// Another process holds the blob's lock (the path of the lock file).
     case locked(String)
+    /// The model is downloading already, in this process or another (its id); a start was refused.
+    case alreadyDownloading(String)
     case cancelled
 
     public var description: String {
@@ -33,7 +35,9 @@ public enum HubError: Error, Equatable, Sendable, CustomStringConvertible {
         case .checksumMismatch(let path, let expected, let actual):
             return "\(path): sha256 \(actual.prefix(12))… does not match the Hub's \(expected.prefix(12))…; the file was deleted"
         case .disk(let why): return "cannot write the model: \(why); nothing partial was kept"
-        case .locked(let path): return "another download holds \(path)"
+        case .locked(let path): return "another download holds the lock \(path)"
+        case .alreadyDownloading(let id):
+            return "already downloading ('handset models cancel \(id)' stops it)"
         case .cancelled: return "cancelled"
         }
     }
@@ -110,8 +114,19 @@ public struct HubClient: Sendable {
         guard let commit = node["sha"]?.stringValue, HubTree.isHex(commit, count: 40) else {
             throw .malformed("model info has no commit sha")
         }
-        let tree = try await self.get("\(self.endpoint)/api/models/\(id)/tree/\(commit)", maxBytes: 16 << 20)
-        do { return (commit.lowercased(), try HubTree.parse(tree.body)) } catch { throw .malformed(error.description) }
+        // Without `recursive=1` the Hub lists only the top level: weights in a subfolder would be missed. A long
+        // tree comes in pages linked like the listing's.
+        var url: String? = "\(self.endpoint)/api/models/\(id)/tree/\(commit)?recursive=1"
+        var files: [HubFile] = []
+        var pages = 0
+        while let next = url {
+            pages += 1
+            guard pages <= Self.maxPages else { throw .malformed("the file tree has more than \(Self.maxPages) pages") }
+            let tree = try await self.get(next, maxBytes: 16 << 20)
+            do { files += try HubTree.parse(tree.body) } catch { throw .malformed(error.description) }
+            url = LinkHeader.next(tree.head.header("Link"))
+        }
+        return (commit.lowercased(), files)
     }
 
     /// A GET whose non-2xx answers become `HubError.http` with the Hub's `X-Error-Code`.

@@ -68,8 +68,10 @@ public struct LoadedModel: Sendable, Equatable {
 ///
 /// State lives in the handset's state database (the `device.` namespace, never synced): ready markers
 /// (`models.ready`), the catalog (`models.catalog`), a record per download in flight or failed
-/// (`models.download.<id>`, carrying the owner's pid, progress and a cancel flag, so `handset models cancel` in
-/// another process can stop it), and the device-capable setting. Custom repos are a preference
+/// (`models.download.<id>`, a `DownloadRecord`: the owner's pid and attempt, progress and a cancel flag, so
+/// `handset models cancel` or `delete` in another process can stop it), and the device-capable setting.
+/// `DownloadStateMachine` owns the download states: every command observes the record and applies the machine's
+/// actions in one transaction of the state database (`step`), so processes never race each other. Custom repos are a preference
 /// (`settings.` namespace). Weights live in the Hub cache, which the app does not own.
 public final class OnDeviceModelStore: Sendable {
     enum Key {
@@ -80,21 +82,13 @@ public final class OnDeviceModelStore: Sendable {
         static let custom = "agent.custom_repos"
     }
 
-    /// A download in flight (owned by `pid`) or failed (`failure`).
-    struct DownloadRecord: Codable, Equatable {
-        var pid: Int32
-        var fraction: Double
-        var cancel: Bool
-        var failure: String?
-    }
-
     public let access: HubAccess
     let device: any SettingsBackend
     public let settings: AgentSettings
     let clock: @Sendable () -> UInt64
-    /// This process's view: markers plus the downloads it runs.
+    /// The only owner of download state: what this process last observed in the state database, and the
+    /// downloads it runs. Lock order: a state-database transaction (`atomically`) first, then this.
     let live: Mutex<DownloadStateMachine>
-    let running = Mutex<[String: Int]>([:])
     /// Loaded containers by id (the stand-in runtime's memory).
     let containers = Mutex<[String: LoadedModel]>([:])
 
@@ -106,7 +100,7 @@ public final class OnDeviceModelStore: Sendable {
         self.clock = clock
         let capable = device.string(forKey: Key.capable) != "false"
         let ready = Set(device.decodedJSON([String].self, forKey: Key.ready) ?? [])
-        self.live = Mutex(DownloadStateMachine(isCapable: capable, readyIDs: ready))
+        self.live = Mutex(DownloadStateMachine(isCapable: capable, readyIDs: ready, pid: getpid()))
     }
 
     // MARK: The device gate
@@ -120,35 +114,81 @@ public final class OnDeviceModelStore: Sendable {
 
     // MARK: States
 
-    /// The states as persisted, with this process's downloads on top: ready from the markers, downloading for a
-    /// record whose owner still runs, failed for a recorded failure, unsupported on an incapable device.
+    /// Every model's state as the state database holds it now (ready markers, each download record and whether
+    /// its owner still runs), observed into the machine; a copy, for showing and resolving.
     public func machine() -> DownloadStateMachine {
+        let capable = self.isCapable
         let ready = Set(self.device.decodedJSON([String].self, forKey: Key.ready) ?? [])
-        var m = DownloadStateMachine(isCapable: self.isCapable, readyIDs: ready)
-        let mine = self.running.withLock { $0 }
+        var records: [String: DownloadRecord] = [:]
         for key in self.device.keys(withPrefix: Key.download) {
-            let id = String(key.dropFirst(Key.download.count))
-            guard mine[id] == nil, let record = self.device.decodedJSON(DownloadRecord.self, forKey: key),
-                case .begin(let attempt) = m.start(id)
-            else { continue }
-            if let failure = record.failure {
-                m.failed(id, attempt: attempt, message: failure)
-            } else if Self.isAlive(record.pid) {
-                m.progress(id, attempt: attempt, fraction: record.fraction)
-            } else {
-                m.cancel(id)  // its process died: the partial files stay for a resume
-            }
+            records[String(key.dropFirst(Key.download.count))] = self.device.decodedJSON(DownloadRecord.self, forKey: key)
         }
-        let liveMachine = self.live.withLock { $0 }
-        for id in mine.keys {
-            if case .begin(let attempt) = m.start(id), case .downloading(let p) = liveMachine.state(id) {
-                m.progress(id, attempt: attempt, fraction: p)
+        let alive = records.mapValues { Self.isAlive($0.pid) }
+        return self.live.withLock { m in
+            m.observed(isCapable: capable)
+            m.observed(readyIDs: ready)
+            for id in Set(m.recordedIDs).union(records.keys) {
+                m.observed(id, record: records[id], ownerAlive: alive[id] ?? false)
             }
+            return m
         }
-        return m
     }
 
-    public func state(_ id: String) -> DownloadState { self.machine().state(id) }
+    public func state(_ id: String) -> DownloadState {
+        let record = self.device.decodedJSON(DownloadRecord.self, forKey: Key.download + id)
+        let ready = Set(self.device.decodedJSON([String].self, forKey: Key.ready) ?? [])
+        let alive = record.map { Self.isAlive($0.pid) } ?? false
+        let capable = self.isCapable
+        return self.live.withLock { m in
+            m.observed(isCapable: capable)
+            m.observed(readyIDs: ready)
+            m.observed(id, record: record, ownerAlive: alive)
+            return m.state(id)
+        }
+    }
+
+    /// Runs one event of the machine atomically across processes: in one state-database transaction, observes
+    /// `id`'s record and the ready markers, runs `event`, and applies the records and markers it asks for; the
+    /// file actions run after the commit. Returns the event's answer.
+    private func step<T: Sendable>(_ id: String,
+                                   _ event: (inout DownloadStateMachine) -> (T, [DownloadStateMachine.Action]))
+        throws -> T
+    {
+        let (value, files) = try self.device.atomically { db -> (T, [DownloadStateMachine.Action]) in
+            let record = db.decodedJSON(DownloadRecord.self, forKey: Key.download + id)
+            let ready = Set(db.decodedJSON([String].self, forKey: Key.ready) ?? [])
+            let alive = record.map { Self.isAlive($0.pid) } ?? false
+            let (value, actions) = self.live.withLock { m in
+                m.observed(readyIDs: ready)
+                m.observed(id, record: record, ownerAlive: alive)
+                return event(&m)
+            }
+            var files: [DownloadStateMachine.Action] = []
+            for action in actions {
+                switch action {
+                case .persistRecord(let id, let record): try db.setJSON(record, forKey: Key.download + id)
+                case .removeRecord(let id): try db.removeValue(forKey: Key.download + id)
+                case .persistReady(let id): try Self.persistReady(db, insert: id)
+                case .removeReady(let id): try Self.persistReady(db, remove: id)
+                case .removePartials, .removeFiles: files.append(action)
+                }
+            }
+            return (value, files)
+        }
+        for action in files {
+            switch action {
+            case .removePartials(let id): HubDownloader.removePartials(id, layout: self.access.layout)
+            case .removeFiles(let id):
+                self.containers.withLock { _ = $0.removeValue(forKey: id) }
+                for path in [self.access.layout.repo(id), self.access.layout.locks(id)]
+                where FileManager.default.fileExists(atPath: path) {
+                    try FileManager.default.removeItem(atPath: path)
+                }
+            default: break
+            }
+        }
+        return value
+    }
 
     static func isAlive(_ pid: Int32) -> Bool {
         pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
@@ -248,145 +288,113 @@ public final class OnDeviceModelStore: Sendable {
 
     /// Downloads `id` into the Hub cache, checks it loads, and marks it ready. Progress comes every ~100 ms.
     ///
-    /// - Throws: `HubError` (`cancelled` when a cancel won); the state is then `failed` or `absent`.
+    /// - Throws: `HubError` (`cancelled` when a cancel or delete won, `alreadyDownloading` when another attempt
+    ///   holds the model); the state is then `failed` or `absent`.
     public func download(_ id: String, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in })
         async throws(HubError)
     {
         let attempt: Int
-        switch self.begin(id) {
+        switch try Self.stateDatabase({ try self.step(id) { $0.start(id) } }) {
         case .begin(let a): attempt = a
         case .alreadyReady: return
-        case .alreadyDownloading: throw .locked("\(id) is already downloading")
+        case .alreadyDownloading: throw .alreadyDownloading(id)
         case .unsupported: throw .http(status: 0, code: nil, message: "this device cannot run downloaded models")
         }
-        defer { _ = self.running.withLock { $0.removeValue(forKey: id) } }
-        do {
-            guard let http = self.access.http else { throw HubError.transport("this build has no HTTP client") }
-            let (commit, files) = try await HubClient(http: http, endpoint: self.access.endpoint).tree(id)
-            let needed = files.filter(\.isNeededForLoad)
-            guard needed.contains(where: { $0.path == "config.json" }),
-                needed.contains(where: { $0.path.hasSuffix(".safetensors") })
-            else { throw HubError.malformed("\(id) has no config.json and safetensors weights: not an MLX model") }
-            let downloader = HubDownloader(http: http, endpoint: self.access.endpoint, layout: self.access.layout)
-            let total = needed.reduce(Int64(0)) { $0 + $1.size }
-            let meter = Mutex((DownloadProgress(totalBytes: total, nowMs: self.clock()), UInt64(0)))
-            let clock = self.clock
-            try await downloader.download(id, commit: commit, files: needed, progress: { [self] done, total in
-                let (snapshot, persist) = meter.withLock { m -> (DownloadProgress, Bool) in
-                    let now = clock()
-                    m.0.totalBytes = total
-                    m.0.record(doneBytes: done, nowMs: now)
-                    let persist = now >= m.1 + 500
-                    if persist { m.1 = now }
-                    return (m.0, persist)
-                }
-                let applied = self.live.withLock { $0.progress(id, attempt: attempt, fraction: snapshot.fraction) }
-                if applied && persist { self.updateRecord(id) { $0.fraction = snapshot.fraction } }
-                if applied { progress(snapshot) }
-            }, shouldCancel: { [self] in self.cancelRequested(id, attempt: attempt) })
-            guard let loaded = self.loadCheck(id) else {
-                throw HubError.malformed("\(id) downloaded but does not load (config or weights unreadable)")
-            }
-            // Cancel wins: a cancel that arrived while the last file landed keeps the model absent.
-            if self.cancelRequested(id, attempt: attempt) { throw HubError.cancelled }
-            guard self.live.withLock({ $0.completed(id, attempt: attempt) }) else { throw HubError.cancelled }
-            try? self.persistReady(insert: id)
-            self.containers.withLock { $0[id] = loaded }
-            try? self.device.removeValue(forKey: Key.download + id)
-        } catch let error as HubError {
-            if error == .cancelled || self.cancelRequested(id, attempt: attempt) {
-                self.live.withLock { _ = $0.cancel(id) }
-                HubDownloader.removePartials(id, layout: self.access.layout)
-                try? self.device.removeValue(forKey: Key.download + id)
-                throw HubError.cancelled
-            }
-            if self.live.withLock({ $0.failed(id, attempt: attempt, message: error.description) }) {
-                try? self.device.setJSON(DownloadRecord(pid: 0, fraction: 0, cancel: false, failure: error.description),
-                                         forKey: Key.download + id)
-            }
-            throw error
+        let ending: DownloadStateMachine.Ending
+        var loaded: LoadedModel?
+        var failure: HubError?
+        do throws(HubError) {
+            loaded = try await self.fetch(id, attempt: attempt, progress: progress)
+            ending = .loaded
         } catch {
-            throw HubError.transport("\(error)")
+            failure = error
+            ending = error == .cancelled ? .cancelled : .failed(error.description)
+        }
+        let end = try Self.stateDatabase({ try self.step(id) { $0.finished(id, attempt: attempt, ending) } })
+        switch end {
+        case .ready:
+            if let loaded { self.containers.withLock { $0[id] = loaded } }
+        case .failed:
+            throw failure ?? .cancelled
+        default:
+            throw .cancelled
         }
     }
 
-    private func begin(_ id: String) -> DownloadStateMachine.StartOutcome {
-        // Another process's download counts: start from the persisted view.
-        let persisted = self.machine().state(id)
-        if persisted == .unsupported { return .unsupported }
-        if case .downloading = persisted { return .alreadyDownloading }
-        if persisted == .ready { return .alreadyReady }
-        let outcome = self.live.withLock { m -> DownloadStateMachine.StartOutcome in
-            if case .failed = m.state(id) { m.delete(id) }
-            return m.start(id)
+    /// The transfer and the load check of one attempt; polls the record every ~100 ms and stops when the attempt
+    /// is no longer current (a cancel or delete, from any process).
+    private func fetch(_ id: String, attempt: Int, progress: @escaping @Sendable (DownloadProgress) -> Void)
+        async throws(HubError) -> LoadedModel
+    {
+        guard let http = self.access.http else { throw HubError.transport("this build has no HTTP client") }
+        let (commit, files) = try await HubClient(http: http, endpoint: self.access.endpoint).tree(id)
+        let needed = files.filter(\.isNeededForLoad)
+        guard needed.contains(where: { $0.path == "config.json" }),
+            needed.contains(where: { $0.path.hasSuffix(".safetensors") })
+        else { throw HubError.malformed("\(id) has no config.json and safetensors weights: not an MLX model") }
+        let downloader = HubDownloader(http: http, endpoint: self.access.endpoint, layout: self.access.layout)
+        let total = needed.reduce(Int64(0)) { $0 + $1.size }
+        let meter = Mutex(DownloadProgress(totalBytes: total, nowMs: self.clock()))
+        let clock = self.clock
+        try await downloader.download(id, commit: commit, files: needed, progress: { [self] done, total in
+            let now = clock()
+            let snapshot = meter.withLock { m -> DownloadProgress in
+                m.totalBytes = total
+                m.record(doneBytes: done, nowMs: now)
+                return m
+            }
+            let (applied, actions) = self.live.withLock {
+                $0.progress(id, attempt: attempt, fraction: snapshot.fraction, nowMs: now)
+            }
+            // Written only while the attempt is still current, checked in the same transaction: a progress
+            // write never overwrites a cancel flag or another attempt's record.
+            if !actions.isEmpty {
+                _ = try? self.step(id) { m in ((), m.isCurrent(id, attempt: attempt) ? actions : []) }
+            }
+            if applied { progress(snapshot) }
+        }, shouldCancel: { [self] in !self.isCurrent(id, attempt: attempt) })
+        guard let loaded = self.loadCheck(id) else {
+            throw HubError.malformed("\(id) downloaded but does not load (config or weights unreadable)")
         }
-        if case .begin(let attempt) = outcome {
-            self.running.withLock { $0[id] = attempt }
-            try? self.device.setJSON(DownloadRecord(pid: getpid(), fraction: 0, cancel: false, failure: nil),
-                                     forKey: Key.download + id)
+        return loaded
+    }
+
+    /// Whether `attempt` is still the download of `id`, from its record as stored now.
+    private func isCurrent(_ id: String, attempt: Int) -> Bool {
+        let record = self.device.decodedJSON(DownloadRecord.self, forKey: Key.download + id)
+        let alive = record.map { Self.isAlive($0.pid) } ?? false
+        return self.live.withLock { m in
+            m.observed(id, record: record, ownerAlive: alive)
+            return m.isCurrent(id, attempt: attempt)
         }
-        return outcome
     }
 
-    private func cancelRequested(_ id: String, attempt: Int) -> Bool {
-        if self.running.withLock({ $0[id] }) != attempt { return true }
-        return self.device.decodedJSON(DownloadRecord.self, forKey: Key.download + id)?.cancel == true
+    /// A state-database failure, as a `HubError` the download reports.
+    private static func stateDatabase<T>(_ body: () throws -> T) throws(HubError) -> T {
+        do { return try body() } catch { throw .disk("the state database: \(error)") }
     }
 
-    private func updateRecord(_ id: String, _ change: (inout DownloadRecord) -> Void) {
-        guard var record = self.device.decodedJSON(DownloadRecord.self, forKey: Key.download + id) else { return }
-        change(&record)
-        try? self.device.setJSON(record, forKey: Key.download + id)
-    }
+    public typealias CancelOutcome = DownloadStateMachine.CancelOutcome
 
-    public enum CancelOutcome: Equatable, Sendable {
-        /// A download running in this process or another was told to stop; it removes its partial files.
-        case requested
-        /// Its process had died: the partial files were removed here.
-        case cleanedUp
-        case notDownloading
-    }
-
-    /// Cancels a download of `id`, wherever it runs (cancel wins over completion and error).
+    /// Cancels a download of `id`, wherever it runs (cancel wins over completion and error). The state reads
+    /// `absent` at once; the download removes its partial files as it stops.
     @discardableResult
     public func cancel(_ id: String) -> CancelOutcome {
-        if self.running.withLock({ $0.removeValue(forKey: id) }) != nil {
-            self.live.withLock { _ = $0.cancel(id) }
-            self.updateRecord(id) { $0.cancel = true }
-            return .requested
-        }
-        guard let record = self.device.decodedJSON(DownloadRecord.self, forKey: Key.download + id),
-            record.failure == nil
-        else { return .notDownloading }
-        if Self.isAlive(record.pid) {
-            self.updateRecord(id) { $0.cancel = true }
-            return .requested
-        }
-        HubDownloader.removePartials(id, layout: self.access.layout)
-        try? self.device.removeValue(forKey: Key.download + id)
-        return .cleanedUp
+        (try? self.step(id) { $0.cancel(id) }) ?? .notDownloading
     }
 
-    /// Deletes a model: its Hub cache folders (weights, refs, snapshots, locks), the ready marker, any failure
-    /// record, and the loaded container — all three, or a re-download would complete instantly against stale
-    /// files.
+    /// Deletes a model: its Hub cache folders (weights, refs, snapshots, locks), the ready marker, any download
+    /// record (a download in any process reads its record's removal as a cancel and stops within ~100 ms), and
+    /// the loaded container — all of them, or a re-download would complete instantly against stale files.
     public func delete(_ id: String) throws {
-        _ = self.cancel(id)
-        self.live.withLock { $0.delete(id) }
-        for path in [self.access.layout.repo(id), self.access.layout.locks(id)]
-        where FileManager.default.fileExists(atPath: path) {
-            try FileManager.default.removeItem(atPath: path)
-        }
-        try self.persistReady(remove: id)
-        try self.device.removeValue(forKey: Key.download + id)
-        self.containers.withLock { _ = $0.removeValue(forKey: id) }
+        try self.step(id) { ((), $0.delete(id)) }
     }
 
-    private func persistReady(insert: String? = nil, remove: String? = nil) throws {
-        var ids = self.device.decodedJSON([String].self, forKey: Key.ready) ?? []
+    private static func persistReady(_ db: any SettingsAccess, insert: String? = nil, remove: String? = nil) throws {
+        var ids = db.decodedJSON([String].self, forKey: Key.ready) ?? []
         if let insert, !ids.contains(insert) { ids.append(insert) }
         if let remove { ids.removeAll { $0 == remove } }
-        try self.device.setJSON(ids.sorted(), forKey: Key.ready)
+        try db.setJSON(ids.sorted(), forKey: Key.ready)
     }
 
     // MARK: The stand-in runtime's load

@@ -447,7 +447,8 @@ class Soak:
         hb = [f"{self.bin}/homebase", "--state", f"{self.work}/homebase"]
         self.homebase_key = run(hb + ["init", "--relay", self.relay_url("homebase_proxy"), "--ollama",
                                       f"http://127.0.0.1:{s.ports['emulator']}", "--name", "soak"]).strip()
-        run(hb + ["config", "--max-concurrent", "8", "--max-queued", "32"])
+        # The emulator runs any number of requests at once (no --parallel): so may the Homebase.
+        run(hb + ["config", "--max-concurrent", "8", "--max-queued", "32", "--runtime-parallel", "8"])
         s.start("homebase")
 
         def ready():

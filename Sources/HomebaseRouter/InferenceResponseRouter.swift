@@ -87,11 +87,11 @@ public final class InferenceResponseRouter: Sendable {
 
     /// Installs a frame observer that refreshes `store`'s `lastHeardMs` for every contact-channel frame: any
     /// inbound frame from a joined host proves it alive (seed 000 §5). Unknown senders are ignored by the store.
-    public func refreshingHostAlive(in store: any JoinedHomebaseStore, clock: @escaping @Sendable () -> UInt64) {
+    public func refreshingHostAlive(in store: any JoinedHomebaseStore, clock: WallClock) {
         self.setFrameObserver { message in
             guard message.channel == .contact else { return }
             // A failed write only delays freshness; the next frame tries again.
-            try? store.noteHostAlive(message.sender, atMs: clock())
+            try? store.noteHostAlive(message.sender, atMs: clock.nowMs)
         }
     }
 
@@ -173,6 +173,7 @@ public final class InferenceResponseRouter: Sendable {
     static func answerID(_ message: Message) -> String? {
         switch message {
         case .inferAccept(let m): m.id
+        case .inferQueued(let m): m.id
         case .inferChunk(let m): m.id
         case .inferDone(let m): m.id
         case .inferError(let m): m.id
