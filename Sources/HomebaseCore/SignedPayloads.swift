@@ -29,9 +29,14 @@ public struct AdvertPayload: SignedPayload {
         public var capabilities: [String]
         public var contextLength: Int?
         public var loaded: Bool
+        /// Fields the host's runtime cannot tell (an OpenAI-compatible server that lists only ids), e.g.
+        /// `["quantization", "loaded"]`: those hold their empty value, which then means "unknown", not "none".
+        /// Absent when everything is known (Ollama).
+        public var unknown: [String]?
 
         public init(tag: String, family: String, parameterSize: String, quantization: String,
-                    capabilities: [String], contextLength: Int?, loaded: Bool) {
+                    capabilities: [String], contextLength: Int?, loaded: Bool, unknown: [String]? = nil) {
+            self.unknown = unknown
             self.tag = tag
             self.family = family
             self.parameterSize = parameterSize
@@ -43,7 +48,7 @@ public struct AdvertPayload: SignedPayload {
 
         enum CodingKeys: String, CodingKey {
             case tag, family, parameterSize = "parameter_size", quantization, capabilities
-            case contextLength = "context_length", loaded
+            case contextLength = "context_length", loaded, unknown
         }
     }
 

@@ -66,10 +66,11 @@ public final class AdvertPublisher: Sendable {
         let models = status.advertisedModels.map { m in
             AdvertPayload.Model(tag: m.tag, family: m.family, parameterSize: m.parameterSize,
                                 quantization: m.quantization, capabilities: m.capabilities,
-                                contextLength: m.contextLength, loaded: m.loaded)
+                                contextLength: m.contextLength, loaded: m.loaded, unknown: m.unknown)
         }
         return AdvertPayload(host: host, seq: seq, issuedAt: nowMs,
-                             runtime: AdvertPayload.Runtime(version: status.version ?? ""), models: models,
+                             runtime: AdvertPayload.Runtime(kind: status.kind.rawValue, version: status.version ?? ""),
+                             models: models,
                              envelopes: EnvelopeVersions.field(envelopes))
     }
 

@@ -10,9 +10,14 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var contextLength: Int?
     /// In memory now (Ollama `/api/ps`), so a request will not wait for a cold load.
     public var loaded: Bool
+    /// The advert fields this runtime cannot tell (an OpenAI-compatible server that only lists model ids):
+    /// `family`, `parameter_size`, `quantization`, `context_length`, `loaded`, `capabilities`. Those fields
+    /// then hold their empty value (`""`, absent, `false`) or, for `capabilities`, a guess from the name, and
+    /// the advert says so rather than invent them. `nil` (Ollama): everything is known.
+    public var unknown: [String]?
 
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
-                contextLength: Int?, loaded: Bool) {
+                contextLength: Int?, loaded: Bool, unknown: [String]? = nil) {
         self.tag = tag
         self.family = family
         self.parameterSize = parameterSize
@@ -20,6 +25,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.capabilities = capabilities
         self.contextLength = contextLength
         self.loaded = loaded
+        self.unknown = unknown
     }
 
     public var canComplete: Bool { self.capabilities.contains("completion") }
@@ -39,9 +45,16 @@ public struct RuntimeStatus: Sendable, Equatable {
     public var checkedAtMs: UInt64
     /// Why the last probe failed, for `homebase status`.
     public var lastError: String?
+    /// What kind of server the runtime is (`ollama` or `openai-compatible`); the advert's `runtime.kind`.
+    public var kind: RuntimeKind
+    /// The runtime's known parallelism: how many requests it serves at once, when the runtime says so
+    /// (llama-server's `/slots`, else `/props` `total_slots`); `nil` when it cannot be known. This is the one
+    /// place a per-runtime queue (`homebase config --runtime-parallel`, issue 34) reads it from.
+    public var knownParallelism: Int?
 
     public init(endpoint: String?, verified: Bool, available: Bool, version: String?, models: [RuntimeModelInfo],
-                checkedAtMs: UInt64, lastError: String? = nil) {
+                checkedAtMs: UInt64, lastError: String? = nil, kind: RuntimeKind = .ollama,
+                knownParallelism: Int? = nil) {
         self.endpoint = endpoint
         self.verified = verified
         self.available = available
@@ -49,6 +62,8 @@ public struct RuntimeStatus: Sendable, Equatable {
         self.models = models
         self.checkedAtMs = checkedAtMs
         self.lastError = lastError
+        self.kind = kind
+        self.knownParallelism = knownParallelism
     }
 
     public static let unknown = RuntimeStatus(endpoint: nil, verified: false, available: false, version: nil,

@@ -10,6 +10,8 @@ public enum GuestCommand: Sendable, Equatable {
     /// `nil`: the only host in the store.
     case leave(host: PublicKey?)
     case chat(ChatInvocation)
+    /// `config device-engine URL|off`, as for the handset.
+    case configDeviceEngine(url: String?)
 
     public static let commands: [CommandHelp] = [
         CommandHelp("init --relay URL [--name NAME]", "Create this device's identity; prints its public key."),
@@ -18,6 +20,8 @@ public enum GuestCommand: Sendable, Equatable {
         CommandHelp("leave [HOST_PK]", "Tell the host you are leaving and forget it."),
         CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] [--watchdog-ms A,F,S] PROMPT",
                     "Ask through the joined Homebase (on-device when it cannot answer)."),
+        CommandHelp("config device-engine URL|off",
+                    "On-device answers from this OpenAI-compatible engine (e.g. llama-server); the canned floor stays last."),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -32,6 +36,7 @@ public enum GuestCommand: Sendable, Equatable {
         .init(["join"]),
         .init(["status"], flags: ["json", "offline"]),
         .init(["leave"]),
+        .init(["config", "device-engine"]),
         .init(["chat"], values: ["model", "host", "watchdog-ms"], flags: ["json", "stream"]),
     ]
 
@@ -58,6 +63,8 @@ public enum GuestCommand: Sendable, Equatable {
                 try DeviceCommandLine.publicKey(t, "HOST_PK")
             }
             return (state, .leave(host: host))
+        case ["config", "device-engine"]:
+            return (state, .configDeviceEngine(url: try HandsetCommand.deviceEngineURL(a)))
         default:  // ["chat"]
             var c = try HandsetCommand.chat(a, environment: environment)
             guard c.prompt != nil else { throw UsageError("chat needs a PROMPT") }
