@@ -46,6 +46,8 @@ import Testing
         let line = try await self.session.configureDeviceEngine(url: self.engineURL + "/v1")
         #expect(line.contains("smollm2-135m"))
         #expect(self.session.settings.deviceEngine == DeviceEngine(url: self.engineURL, model: "smollm2-135m"))
+        #expect(DeviceReport.route(self.session)["device_engine"] as? [String: String]
+                == ["url": self.engineURL, "model": "smollm2-135m"])
         answer = await self.ask()
         #expect(answer.result.text == EmulatorText.answer(for: Self.prompt))
         #expect(answer.result.providerKind == .onDevice && answer.result.model == "smollm2-135m")
