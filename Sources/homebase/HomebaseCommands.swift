@@ -130,7 +130,12 @@ struct HomebaseCommands {
             print("no models installed; try 'homebase pull qwen2.5:7b'")
         } else {
             for m in models {
-                print("\(m.tag)  \(m.parameterSize) \(m.quantization)  \(m.capabilities.joined(separator: ","))\(m.loaded ? "  loaded" : "")")
+                // What the runtime cannot tell is shown as `?` (an OpenAI-compatible server), not as nothing.
+                let unknown = Set(m.unknown ?? [])
+                let size = unknown.contains("parameter_size") ? "?" : m.parameterSize
+                let quant = unknown.contains("quantization") ? "?" : m.quantization
+                let loaded = unknown.contains("loaded") ? "  loaded?" : m.loaded ? "  loaded" : ""
+                print("\(m.tag)  \(size) \(quant)  \(m.capabilities.joined(separator: ","))\(loaded)")
             }
         }
     }

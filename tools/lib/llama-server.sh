@@ -4,7 +4,8 @@
 # llama_start LOG [EXTRA ARGS…]: starts llama-server on 127.0.0.1 at a free port below the ephemeral range, with
 # the SmolLM2 GGUF, greedy sampling as the server's defaults (temperature 0, top-k 1, a fixed seed: every request
 # that does not say otherwise gets the engine's one greedy answer), $LLAMA_N_PREDICT (128) tokens at most per answer, 2 slots of
-# 2,048 tokens. Waits until /health answers 200 (60 s at most). Sets llama_pid and llama_url.
+# 2,048 tokens, no prompt cache (an answer never depends on what the slot held before). Waits until /health
+# answers 200 (60 s at most). Sets llama_pid and llama_url.
 llama_start() {
     local log=$1; shift
     local port tries
@@ -19,7 +20,7 @@ for _ in range(200):
     except OSError:
         s.close()')
         "$LLAMA_SERVER" -m "$REAL_MODEL_GGUF" --host 127.0.0.1 --port "$port" -c 4096 --parallel 2 -n "${LLAMA_N_PREDICT:-128}" \
-            --temp 0 --top-k 1 --seed 42 -t "${LLAMA_THREADS:-2}" "$@" >"$log" 2>&1 &
+            --temp 0 --top-k 1 --seed 42 --no-cache-prompt --no-webui -t "${LLAMA_THREADS:-2}" "$@" >"$log" 2>&1 &
         llama_pid=$!
         llama_url="http://127.0.0.1:$port"
         for _ in $(seq 1 600); do
