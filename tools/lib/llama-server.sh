@@ -20,7 +20,7 @@ for _ in range(200):
     except OSError:
         s.close()')
         "$LLAMA_SERVER" -m "$REAL_MODEL_GGUF" --host 127.0.0.1 --port "$port" -c 4096 --parallel 2 -n "${LLAMA_N_PREDICT:-128}" \
-            --temp 0 --top-k 1 --seed 42 --no-cache-prompt --no-webui -t "${LLAMA_THREADS:-2}" "$@" >"$log" 2>&1 &
+            --temp 0 --top-k 1 --seed 42 --no-cache-prompt --no-webui --alias SmolLM2-135M-Instruct.Q4_1.gguf -t "${LLAMA_THREADS:-2}" "$@" >"$log" 2>&1 &
         llama_pid=$!
         llama_url="http://127.0.0.1:$port"
         for _ in $(seq 1 600); do
