@@ -49,7 +49,14 @@ public struct DeviceEngine: Sendable, Hashable, Codable {
                                                       connectTimeout: .seconds(5), timeout: .seconds(10),
                                                       maxResponseBytes: 4 << 20))
         } catch {
-            return .failure(DeviceEngineError("no OpenAI-compatible server answers at \(url) (\(error)); start it,"
+            let why: String
+            switch error as? HTTPClientError {
+            case .connectFailed(let message)?, .transport(_, let message)?, .invalidRequest(let message)?:
+                why = message.lowercased().contains("couldn't connect") ? "connection refused" : message
+            case .timedOut?: why = "no answer in time"
+            default: why = "\(error)"
+            }
+            return .failure(DeviceEngineError("no OpenAI-compatible server answers at \(url) (\(why)); start it,"
                 + " e.g. llama-server -m MODEL.gguf --port 8081"))
         }
         guard listing.head.status == 200, let model = Self.firstModelID(listing.body) else {

@@ -372,8 +372,8 @@ public struct OpenAICompatibleClient: Sendable {
             case .timedOut: throw OpenAICompatibleError.timedOut("\(self.endpoint) did not answer \(path) in time")
             case .responseTooLarge:
                 throw OpenAICompatibleError.malformed("\(path) answered with more than \(self.configuration.maxResponseBytes / 1024) KiB")
-            default:
-                throw OpenAICompatibleError.unreachable("\(self.endpoint) (\(OllamaError.shortReason("\(error)")))")
+            case .connectFailed(let message), .transport(_, let message), .invalidRequest(let message):
+                throw OpenAICompatibleError.unreachable("\(self.endpoint) (\(OllamaError.shortReason(message)))")
             }
         }
         guard response.head.status == 200 else {
