@@ -118,6 +118,11 @@ public enum OpenAICompatibleWire {
         guard let root = try? JSONNode.parsing(body), case .object = root else {
             throw OpenAICompatibleError.malformed("/props is not a JSON object")
         }
+        // Some servers (LM Studio) answer any path with 200 and an error object: only llama-server's own fields
+        // make this a llama-server.
+        guard root["default_generation_settings"] != nil || root["total_slots"] != nil || root["build_info"] != nil else {
+            throw OpenAICompatibleError.malformed("/props has none of llama-server's fields")
+        }
         let context = root["default_generation_settings"]?["n_ctx"]?.intValue ?? root["n_ctx"]?.intValue
         return Props(contextLength: context.flatMap { $0 > 0 ? $0 : nil },
                      totalSlots: root["total_slots"]?.intValue.flatMap { $0 > 0 ? $0 : nil },

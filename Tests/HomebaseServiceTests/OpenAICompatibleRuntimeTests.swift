@@ -117,6 +117,10 @@ import Testing
         #expect(throws: OpenAICompatibleError.self) { try OpenAICompatibleWire.slots(Self.bytes("[]")) }
         #expect(throws: OpenAICompatibleError.self) { try OpenAICompatibleWire.props(Self.bytes("[1]")) }
         #expect(try OpenAICompatibleWire.props(Self.bytes(#"{"total_slots":0,"n_ctx":"x"}"#)) == .init())
+        // LM Studio answers unknown paths with 200 and an error object: that is not a llama-server.
+        #expect(throws: OpenAICompatibleError.self) {
+            try OpenAICompatibleWire.props(Self.bytes(#"{"error":"Unexpected endpoint or method. (GET /props)"}"#))
+        }
         #expect(throws: OpenAICompatibleError.self) { try OpenAICompatibleWire.completionContent(Self.bytes(#"{"choices":[]}"#)) }
     }
 
@@ -157,6 +161,24 @@ import Testing
         // The trial completion was made: test-before-persist is a real one-token request.
         #expect(log.all.contains("POST /v1/chat/completions"))
         #expect(!log.all.contains("GET /api/v0/models"))
+    }
+
+    @Test func anLMStudioLikeServerIsAskedItsOwnModelList() async throws {
+        let server = CannedServer { request, writer in
+            switch request.path {
+            case "/v1/models":
+                writer.respond(status: 200, body: #"{"object":"list","data":[{"id":"qwen2.5-7b-instruct","object":"model"}]}"#)
+            case "/api/v0/models":
+                writer.respond(status: 200, body: #"{"data":[{"id":"qwen2.5-7b-instruct","type":"llm","arch":"qwen2","quantization":"Q4_K_M","state":"loaded","max_context_length":32768,"loaded_context_length":8192}]}"#)
+            case "/v1/chat/completions": writer.respond(status: 200, body: #"{"choices":[{"message":{"content":"OK"}}]}"#)
+            default: writer.respond(status: 200, body: #"{"error":"Unexpected endpoint or method."}"#)
+            }
+        }
+        defer { server.stop() }
+        let status = try await OpenAICompatibleVerifier(client: OpenAICompatibleClient(endpoint: server.endpoint, http: HTTPClient())).verify()
+        let m = try #require(status.models.first)
+        #expect(m.loaded && m.contextLength == 8192 && m.quantization == "Q4_K_M" && m.family == "qwen2")
+        #expect(m.unknown == ["parameter_size"] && status.knownParallelism == nil && status.version == nil)
     }
 
     @Test func verificationFailsWhenTheTrialFailsOrNothingIsListed() async throws {
