@@ -35,10 +35,15 @@ public struct AdvertPayload: SignedPayload {
         /// Where `context_length` comes from: `served` (the runtime reports it, the model is loaded) or
         /// `default` (the runtime's default, not yet confirmed). Absent from hosts that do not say.
         public var contextSource: String?
+        /// Fields the host's runtime cannot tell (an OpenAI-compatible server that lists only ids), e.g.
+        /// `["quantization", "loaded"]`: those hold their empty value, which then means "unknown", not "none".
+        /// Absent when everything is known (Ollama).
+        public var unknown: [String]?
 
         public init(tag: String, family: String, parameterSize: String, quantization: String,
                     capabilities: [String], contextLength: Int?, loaded: Bool, cloud: Bool? = nil,
-                    contextSource: String? = nil) {
+                    contextSource: String? = nil, unknown: [String]? = nil) {
+            self.unknown = unknown
             self.tag = tag
             self.family = family
             self.parameterSize = parameterSize
@@ -52,7 +57,7 @@ public struct AdvertPayload: SignedPayload {
 
         enum CodingKeys: String, CodingKey {
             case tag, family, parameterSize = "parameter_size", quantization, capabilities
-            case contextLength = "context_length", loaded, cloud, contextSource = "context_source"
+            case contextLength = "context_length", loaded, cloud, contextSource = "context_source", unknown
         }
     }
 

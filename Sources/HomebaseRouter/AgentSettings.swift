@@ -98,6 +98,7 @@ public struct AgentSettings: Sendable {
         public static let externalHost = "agent.external_host"
         public static let localModelPreference = "agent.local_model"
         public static let deviceModel = "agent.device_model"
+        public static let deviceEngine = "agent.device_engine"
         public static let openAIModel = "agent.openai_model"
         public static let claudeModel = "agent.claude_model"
         public static let modelChoice = "settings.model_choice"
@@ -201,6 +202,23 @@ public struct AgentSettings: Sendable {
             return
         }
         try self.backend.setJSON(DeviceModel(url: model.url.trimmed, tag: model.tag.trimmed), forKey: Key.deviceModel)
+    }
+
+    /// The device's own model engine (`config device-engine URL`), if any: the on-device answers come from it.
+    public var deviceEngine: DeviceEngine? {
+        guard let engine = self.backend.decodedJSON(DeviceEngine.self, forKey: Key.deviceEngine),
+              engine.url.nonBlank != nil, engine.model.nonBlank != nil
+        else { return nil }
+        return engine
+    }
+
+    /// `nil` (`config device-engine off`) forgets it: the canned floor answers on-device again.
+    public func setDeviceEngine(_ engine: DeviceEngine?) throws {
+        guard let engine else {
+            try self.backend.removeValue(forKey: Key.deviceEngine)
+            return
+        }
+        try self.backend.setJSON(engine, forKey: Key.deviceEngine)
     }
 
     /// The device model rung the on-device provider uses: the device runtime's URL with the synced

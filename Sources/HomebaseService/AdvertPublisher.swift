@@ -67,10 +67,12 @@ public final class AdvertPublisher: Sendable {
             AdvertPayload.Model(tag: m.tag, family: m.family, parameterSize: m.parameterSize,
                                 quantization: m.quantization, capabilities: m.capabilities,
                                 contextLength: m.contextLength, loaded: m.loaded, cloud: m.cloud ? true : nil,
-                                contextSource: m.contextLength == nil ? nil : (m.contextServed ? "served" : "default"))
+                                contextSource: m.contextLength == nil ? nil : (m.contextServed ? "served" : "default"),
+                                unknown: m.unknown)
         }
         return AdvertPayload(host: host, seq: seq, issuedAt: nowMs,
-                             runtime: AdvertPayload.Runtime(version: status.version ?? ""), models: models,
+                             runtime: AdvertPayload.Runtime(kind: status.kind.rawValue, version: status.version ?? ""),
+                             models: models,
                              envelopes: EnvelopeVersions.field(envelopes))
     }
 

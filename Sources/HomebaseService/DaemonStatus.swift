@@ -24,6 +24,10 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     /// The page's `--ui-token`, so the CLI can read it; this database is the owner's alone (mode 0600) and
     /// already holds the device key.
     public var uiToken: String?
+    /// `ollama` or `openai-compatible` (absent in reports of daemons before it existed: Ollama).
+    public var runtimeKind: String?
+    /// `RuntimeStatus.knownParallelism`: requests the runtime serves at once, when it says.
+    public var runtimeParallelism: Int?
 
     public init(pid: Int32, updatedAtMs: UInt64, relayURL: String, relayConnected: Bool, runtime: RuntimeStatus,
                 uiURL: String? = nil, uiToken: String? = nil) {
@@ -39,6 +43,8 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
         self.models = runtime.models
         self.uiURL = uiURL
         self.uiToken = uiToken
+        self.runtimeKind = runtime.kind.rawValue
+        self.runtimeParallelism = runtime.knownParallelism
     }
 }
 

@@ -181,6 +181,10 @@ public actor HomebaseDaemon {
             group.addTask {
                 for await status in self.runtime.changes {
                     self.adverts.runtimeChanged(status)
+                    if let settings = try? self.state.settings() {
+                        self.inference.updateRuntimeParallel(
+                            settings.effectiveRuntimeParallel(known: status.knownParallelism))
+                    }
                 }
                 return false
             }
@@ -282,7 +286,8 @@ public actor HomebaseDaemon {
                                            maxQueued: settings.maxQueuedRequests)
             self.runtime.setPinnedModels(settings.pinnedModels)
             self.runtime.setSharedCloudModels(settings.sharedCloudModels)
-            self.inference.updateRuntimeParallel(settings.runtimeParallel)
+            self.inference.updateRuntimeParallel(
+                settings.effectiveRuntimeParallel(known: self.runtime.current.knownParallelism))
         } catch {
             self.logger.error("cannot reload state", metadata: ["error": "\(error)"])
         }

@@ -69,12 +69,13 @@ public final class HomebaseRunner: Sendable {
         var monitorConfiguration = self.options.monitor
         monitorConfiguration.pinnedModels = settings.pinnedModels
         monitorConfiguration.sharedCloudModels = settings.sharedCloudModels
-        let verified = state.verifiedEndpoint() == settings.ollamaURL
+        monitorConfiguration.kind = settings.runtime
+        let verified = state.verifiedEndpoint() == settings.verifiedRuntimeIdentity
         let monitor = RuntimeMonitor(
             endpoint: settings.ollamaURL, verified: verified, configuration: monitorConfiguration, http: http,
             logger: self.logger.with("component", "runtime")
         ) { status in
-            try state.setVerifiedEndpoint(status.endpoint ?? settings.ollamaURL)
+            try state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity)
         }
         let guests = try GuestRegistry(state: self.state)
         let cadence = self.options.daemon.limits.runtimeReadPacing.map(HTTPReadCadence.init)
@@ -97,7 +98,8 @@ public final class HomebaseRunner: Sendable {
         defer { page?.server.stop() }
         messenger.start()
         self.logger.notice("Homebase running", metadata: ["device": identity.publicKey.short,
-                                                          "relay": settings.relayURL, "ollama": settings.ollamaURL])
+                                                          "relay": settings.relayURL, "runtime": settings.runtime.rawValue,
+                                                          "endpoint": settings.ollamaURL])
         // What the report shows changes with the relay link and the runtime's probes: they say so, and nothing
         // polls (an idle daemon wakes for neither).
         let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))

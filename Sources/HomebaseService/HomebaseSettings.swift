@@ -7,8 +7,12 @@ import FoundationEssentials
 public struct HomebaseSettings: Codable, Equatable, Sendable {
     /// The relay, e.g. `wss://relay.example.org/v1`.
     public var relayURL: String
-    /// Ollama's base URL. The default is loopback: the runtime is next to the daemon, never synced.
+    /// The runtime's base URL (Ollama's, or an OpenAI-compatible server's without `/v1`; the key keeps its
+    /// old name). The default is loopback: the runtime is next to the daemon, never synced.
     public var ollamaURL: String
+    /// What kind of server `ollamaURL` is: Ollama (the default, and what older files mean) or any
+    /// OpenAI-compatible server (llama.cpp's `llama-server`, LM Studio, vLLM, LocalAI, Jan).
+    public var runtime: RuntimeKind
     /// Shown to siblings in the roster.
     public var deviceName: String
     /// Models the owner asked to keep (for `homebase pull` and the monitor; the advert lists what is installed).
@@ -28,7 +32,8 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
 
     public init(relayURL: String, ollamaURL: String = HomebaseSettings.defaultOllamaURL,
                 deviceName: String = "Homebase", pinnedModels: [String] = [], maxConcurrentRequests: Int = 4,
-                maxQueuedRequests: Int = 16) {
+                maxQueuedRequests: Int = 16, runtime: RuntimeKind = .ollama) {
+        self.runtime = runtime
         self.relayURL = relayURL
         self.ollamaURL = ollamaURL
         self.deviceName = deviceName
@@ -40,7 +45,7 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case relayURL = "relay_url", ollamaURL = "ollama_url", deviceName = "device_name"
         case pinnedModels = "pinned_models", maxConcurrentRequests = "max_concurrent_requests"
-        case maxQueuedRequests = "max_queued_requests"
+        case maxQueuedRequests = "max_queued_requests", runtime
         case sharedCloudModels = "shared_cloud_models", runtimeParallel = "runtime_parallel"
     }
 
@@ -49,10 +54,22 @@ public struct HomebaseSettings: Codable, Equatable, Sendable {
     public static let maxQueuedCeiling = 1024
     public static let runtimeParallelCeiling = 64
 
+    /// Requests the Homebase lets the runtime run at once per model: what the runtime says it serves
+    /// (llama-server's slots, `RuntimeStatus.knownParallelism`) when it says, else `runtimeParallel` (Ollama tells
+    /// nothing: `OLLAMA_NUM_PARALLEL` is the owner's to repeat). Running more than the runtime serves would only
+    /// queue them silently inside it, where no watchdog sees them move.
+    public func effectiveRuntimeParallel(known: Int?) -> Int {
+        guard let known, known > 0 else { return self.runtimeParallel }
+        return min(known, Self.runtimeParallelCeiling)
+    }
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.relayURL = try c.decodeIfPresent(String.self, forKey: .relayURL) ?? ""
         self.ollamaURL = try c.decodeIfPresent(String.self, forKey: .ollamaURL) ?? Self.defaultOllamaURL
+        // An unknown kind (a newer file) is refused rather than taken for Ollama: the daemon would talk the
+        // wrong API to it.
+        self.runtime = try c.decodeIfPresent(RuntimeKind.self, forKey: .runtime) ?? .ollama
         self.deviceName = try c.decodeIfPresent(String.self, forKey: .deviceName) ?? "Homebase"
         self.pinnedModels = try c.decodeIfPresent([String].self, forKey: .pinnedModels) ?? []
         // A corrupt or hostile limit must not disable admission control: clamp to sane ranges.
@@ -78,6 +95,9 @@ extension HomebaseSettings {
         /// Cloud models to share, replacing the list; empty shares none.
         case shareCloud([String])
         case runtimeParallel(Int)
+        /// The runtime's kind and base URL together (`homebase config --runtime K --endpoint URL`); the new
+        /// endpoint is verified again before anything is routed to it.
+        case runtime(RuntimeKind, endpoint: String)
     }
 
     /// Why an edit is refused; the message is one line for the user.
@@ -124,8 +144,22 @@ extension HomebaseSettings {
                     throw EditError(description: "--runtime-parallel must be 1 to \(Self.runtimeParallelCeiling), not \(n)")
                 }
                 out.runtimeParallel = n
+            case .runtime(let kind, let endpoint):
+                guard OllamaRuntimeVerifier.isHTTPURL(endpoint) else {
+                    throw EditError(description: "--endpoint takes an http:// URL (e.g. http://127.0.0.1:8080), not '\(endpoint)'")
+                }
+                out.runtime = kind
+                out.ollamaURL = endpoint
             }
         }
         return out
+    }
+}
+
+extension HomebaseSettings {
+    /// What `HomebaseState.verifiedEndpoint()` must equal for this runtime to count as verified: the URL for
+    /// Ollama (as before), the kind and URL for another kind, so that changing only the kind verifies again.
+    public var verifiedRuntimeIdentity: String {
+        self.runtime == .ollama ? self.ollamaURL : "\(self.runtime.rawValue) \(self.ollamaURL)"
     }
 }

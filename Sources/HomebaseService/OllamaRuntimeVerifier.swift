@@ -84,7 +84,7 @@ public struct OllamaRuntimeVerifier: Sendable {
     }
 
     /// `http://` or `https://` followed by a host.
-    static func isHTTPURL(_ text: String) -> Bool {
+    public static func isHTTPURL(_ text: String) -> Bool {
         let lowered = text.lowercased()
         for scheme in ["http://", "https://"] where lowered.hasPrefix(scheme) {
             let rest = lowered.dropFirst(scheme.count)

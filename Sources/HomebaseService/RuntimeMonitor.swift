@@ -33,6 +33,9 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         /// Cloud models the owner shares (`HomebaseSettings.sharedCloudModels`).
         public var sharedCloudModels: [String] = []
         public var client = OllamaManagementClient.Configuration()
+        /// Ollama (`/api/*`) or an OpenAI-compatible server (`/v1/models`, llama-server's `/props` and `/slots`,
+        /// LM Studio's `/api/v0/models`); the latter loads nothing on request, so pins do not apply to it.
+        public var kind: RuntimeKind = .ollama
 
         public init() {}
     }
@@ -56,6 +59,8 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     private let continuation: AsyncStream<RuntimeStatus>.Continuation
     private let client: OllamaManagementClient
     private let verifier: OllamaRuntimeVerifier
+    /// The same endpoint as an OpenAI-compatible server (used when `configuration.kind` says so).
+    private let openAIClient: OpenAICompatibleClient
     private let clock: ServiceClock
     private let logger: Logger
     private let persistVerified: @Sendable (RuntimeStatus) async throws -> Void
@@ -76,13 +81,15 @@ public final class RuntimeMonitor: RuntimeStatusSource {
         self.endpoint = self.client.endpoint
         self.configuration = configuration
         self.verifier = OllamaRuntimeVerifier(http: http, clientConfiguration: configuration.client, clock: clock)
+        self.openAIClient = OpenAICompatibleClient(endpoint: endpoint, http: http, configuration: configuration.client)
         self.clock = clock
         self.logger = logger
         self.persistVerified = persistVerified
         // Newest statuses win if the one consumer falls behind: each carries the whole truth.
         (self.changes, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
         let initial = RuntimeStatus(endpoint: verified ? self.client.endpoint : nil, verified: verified,
-                                    available: false, version: nil, models: [], checkedAtMs: 0)
+                                    available: false, version: nil, models: [], checkedAtMs: 0,
+                                    kind: configuration.kind)
         let schedule = RuntimeProbeSchedule(
             probeInterval: configuration.probeInterval, reverifyDelay: configuration.reverifyDelay,
             firstRetryDelay: configuration.firstRetryDelay, maxRetryDelay: configuration.maxRetryDelay)
@@ -173,7 +180,17 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     private func probe() async -> Bool {
         let (verified, cache) = self.state.withLock { ($0.verified, $0.showCache) }
         let status: RuntimeStatus
-        if verified {
+        let kind = self.configuration.kind
+        if verified, kind == .openAICompatible {
+            do {
+                status = try await self.openAIClient.snapshot().status(endpoint: self.endpoint, nowMs: self.clock.nowMs())
+            } catch {
+                if Task.isCancelled { return false }
+                status = RuntimeStatus(endpoint: self.endpoint, verified: true, available: false, version: nil,
+                                       models: [], checkedAtMs: self.clock.nowMs(), lastError: "\(error)",
+                                       kind: kind)
+            }
+        } else if verified {
             var cache = cache
             do {
                 let snapshot = try await RuntimeProbe(client: self.client).snapshot(cache: &cache)
@@ -199,11 +216,15 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     private func verify() async -> RuntimeStatus {
         let unverified = { (error: String) in
             RuntimeStatus(endpoint: nil, verified: false, available: false, version: nil, models: [],
-                          checkedAtMs: self.clock.nowMs(), lastError: error)
+                          checkedAtMs: self.clock.nowMs(), lastError: error, kind: self.configuration.kind)
         }
         let status: RuntimeStatus
         do {
-            status = try await self.verifier.verify(endpoint: self.endpoint)
+            switch self.configuration.kind {
+            case .ollama: status = try await self.verifier.verify(endpoint: self.endpoint)
+            case .openAICompatible:
+                status = try await OpenAICompatibleVerifier(client: self.openAIClient, clock: self.clock).verify()
+            }
         } catch {
             return unverified("\(error)")
         }
@@ -230,6 +251,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
                 || old.available != status.available || old.version != status.version
                 || old.models.map(\.withoutLoadDetails) != status.models.map(\.withoutLoadDetails)
                 || old.sharedCloudModels != status.sharedCloudModels
+                || old.knownParallelism != status.knownParallelism
         }
         self.observer.current?(())
         guard changed else { return }
@@ -242,6 +264,7 @@ public final class RuntimeMonitor: RuntimeStatusSource {
     /// Starts a keep-alive load for each pinned model that is installed, can complete, is not loaded and is
     /// not already being loaded. A finished load asks for a probe, so the loaded flag shows soon.
     private func warmPinnedModels(_ status: RuntimeStatus) {
+        guard self.configuration.kind == .ollama else { return }
         // Case-insensitively, as Ollama matches names: a pin of `Qwen2.5:7B` keeps `qwen2.5:7b` warm.
         let pinned = Set(self.pinnedModels.map { RuntimeProbe.normalized($0).lowercased() })
         guard !pinned.isEmpty else { return }

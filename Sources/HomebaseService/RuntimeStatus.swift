@@ -25,8 +25,14 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var vramBytes: Int64?
     public var unloadsAtMs: UInt64?
 
+    /// The advert fields this runtime cannot tell (an OpenAI-compatible server that only lists model ids):
+    /// `family`, `parameter_size`, `quantization`, `context_length`, `loaded`, `capabilities`. Those fields
+    /// then hold their empty value (`""`, absent, `false`) or, for `capabilities`, a guess from the name, and
+    /// the advert says so rather than invent them. `nil` (Ollama): everything is known.
+    public var unknown: [String]?
+
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
-                contextLength: Int?, loaded: Bool, cloud: Bool = false) {
+                contextLength: Int?, loaded: Bool, cloud: Bool = false, unknown: [String]? = nil) {
         self.tag = tag
         self.family = family
         self.parameterSize = parameterSize
@@ -35,6 +41,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.contextLength = contextLength
         self.loaded = loaded
         self.cloud = cloud
+        self.unknown = unknown
     }
 
     public var canComplete: Bool { self.capabilities.contains("completion") }
@@ -42,7 +49,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case tag, family, parameterSize, quantization, capabilities, contextLength, loaded, cloud
         case trainedContextLength, contextServed
-        case memoryBytes, vramBytes, unloadsAtMs
+        case memoryBytes, vramBytes, unloadsAtMs, unknown
     }
 
     /// Reports written before `cloud` existed read as local models.
@@ -61,6 +68,7 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.memoryBytes = try c.decodeIfPresent(Int64.self, forKey: .memoryBytes)
         self.vramBytes = try c.decodeIfPresent(Int64.self, forKey: .vramBytes)
         self.unloadsAtMs = try c.decodeIfPresent(UInt64.self, forKey: .unloadsAtMs)
+        self.unknown = try c.decodeIfPresent([String].self, forKey: .unknown)
     }
 }
 
@@ -80,9 +88,16 @@ public struct RuntimeStatus: Sendable, Equatable {
     public var lastError: String?
     /// Cloud models the owner chose to share (`homebase config --share-cloud`), by tag.
     public var sharedCloudModels: Set<String> = []
+    /// What kind of server the runtime is (`ollama` or `openai-compatible`); the advert's `runtime.kind`.
+    public var kind: RuntimeKind
+    /// The runtime's known parallelism: how many requests it serves at once, when the runtime says so
+    /// (llama-server's `/slots`, else `/props` `total_slots`); `nil` when it cannot be known. This is the one
+    /// place a per-runtime queue (`homebase config --runtime-parallel`, issue 34) reads it from.
+    public var knownParallelism: Int?
 
     public init(endpoint: String?, verified: Bool, available: Bool, version: String?, models: [RuntimeModelInfo],
-                checkedAtMs: UInt64, lastError: String? = nil) {
+                checkedAtMs: UInt64, lastError: String? = nil, kind: RuntimeKind = .ollama,
+                knownParallelism: Int? = nil) {
         self.endpoint = endpoint
         self.verified = verified
         self.available = available
@@ -90,6 +105,8 @@ public struct RuntimeStatus: Sendable, Equatable {
         self.models = models
         self.checkedAtMs = checkedAtMs
         self.lastError = lastError
+        self.kind = kind
+        self.knownParallelism = knownParallelism
     }
 
     public static let unknown = RuntimeStatus(endpoint: nil, verified: false, available: false, version: nil,

@@ -50,6 +50,8 @@ struct Guest {
             print("left \(host.short)" + (connected ? "" : " (relay unreachable: the host was not told)"))
         case .chat(let c):
             try await self.chat(c, s)
+        case .configDeviceEngine(let url):
+            print(try await s.configureDeviceEngine(url: url))
         default:
             preconditionFailure("handled above")
         }

@@ -94,6 +94,8 @@ struct Handset {
             }
         case .configDeviceHubModel(let id):
             try await ModelsConsole.chooseHubModel(id, s)
+        case .configDeviceEngine(let url):
+            print(try await s.configureDeviceEngine(url: url))
         case .configDeviceCapable(let capable):
             try s.models.setCapable(capable)
             print(capable ? "this device runs downloaded models" : "this device cannot run downloaded models: "

@@ -75,7 +75,9 @@ struct HomebaseCommands {
                 "device": pk.hex, "relay": settings.relayURL, "daemon_running": daemon != nil,
                 "relay_connected": daemon?.relayConnected ?? false, "ollama": settings.ollamaURL,
                 "runtime": [
-                    "verified": self.state.verifiedEndpoint() == settings.ollamaURL,
+                    "kind": settings.runtime.rawValue,
+                    "parallelism": daemon?.runtimeParallelism as Any,
+                    "verified": self.state.verifiedEndpoint() == settings.verifiedRuntimeIdentity,
                     "available": daemon?.runtimeAvailable ?? false,
                     "version": daemon?.runtimeVersion as Any,
                     "error": daemon?.runtimeError as Any,
@@ -88,9 +90,9 @@ struct HomebaseCommands {
         }
         print("device   \(pk.hex)")
         print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running)" : daemon!.relayConnected ? "connected" : "not connected")")
-        let verified = self.state.verifiedEndpoint() == settings.ollamaURL
+        let verified = self.state.verifiedEndpoint() == settings.verifiedRuntimeIdentity
         if let d = daemon {
-            print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "ollama \($0)" } ?? "")")
+            print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "\(settings.runtime == .ollama ? "ollama" : "build") \($0)" } ?? "")\(settings.runtime == .ollama ? "" : "  (\(settings.runtime.rawValue)\(d.runtimeParallelism.map { ", \($0) parallel" } ?? ""))")")
             if let e = d.runtimeError, !d.runtimeAvailable { print("         \(e)") }
             print("models   \(d.models.isEmpty ? "(none)" : "")")
             for m in d.models {
@@ -115,6 +117,10 @@ struct HomebaseCommands {
         var models: [DaemonStatus.Model]
         if let d = self.state.liveDaemonStatus() {
             models = d.models
+        } else if try self.state.settings().runtime == .openAICompatible {
+            // No daemon: ask the server directly, so the command works either way.
+            let url = try self.state.settings().ollamaURL
+            models = try await OpenAICompatibleClient(endpoint: url, http: HTTPClient()).snapshot().models
         } else {
             // No daemon: ask Ollama directly, so the command works either way.
             let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
@@ -139,18 +145,32 @@ struct HomebaseCommands {
             print("no models installed; try 'homebase pull qwen2.5:7b'")
         } else {
             for m in models {
-                print("\(m.tag)  \(m.parameterSize) \(m.quantization)  \(m.capabilities.joined(separator: ","))\(m.loaded ? "  loaded" : "")\(Self.cloudLabel(m, shared: shared))")
+                // What the runtime cannot tell is shown as `?` (an OpenAI-compatible server), not as nothing.
+                let unknown = Set(m.unknown ?? [])
+                let size = unknown.contains("parameter_size") ? "?" : m.parameterSize
+                let quant = unknown.contains("quantization") ? "?" : m.quantization
+                let loaded = unknown.contains("loaded") ? "  loaded?" : m.loaded ? "  loaded" : ""
+                print("\(m.tag)  \(size) \(quant)  \(m.capabilities.joined(separator: ","))\(loaded)\(Self.cloudLabel(m, shared: shared))")
             }
         }
     }
 
     static func modelJSON(_ m: DaemonStatus.Model) -> [String: Any] {
-        ["tag": m.tag, "family": m.family, "parameter_size": m.parameterSize, "quantization": m.quantization,
-         "capabilities": m.capabilities, "context_length": m.contextLength as Any, "loaded": m.loaded,
-         "cloud": m.cloud]
+        var o: [String: Any] = [
+            "tag": m.tag, "family": m.family, "parameter_size": m.parameterSize, "quantization": m.quantization,
+            "capabilities": m.capabilities, "context_length": m.contextLength as Any, "loaded": m.loaded,
+            "cloud": m.cloud]
+        if let unknown = m.unknown { o["unknown"] = unknown }
+        return o
     }
 
     func pull(_ model: String) async throws {
+        let settings = try self.state.settings()
+        if settings.runtime != .ollama {
+            throw CLIError("this Homebase's runtime is an OpenAI-compatible server at \(settings.ollamaURL), which manages"
+                + " its own models: load or download '\(model)' there (llama-server -m FILE.gguf, LM Studio's model"
+                + " list, vLLM --model …); 'homebase pull' only drives Ollama")
+        }
         let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
         var renderer = PullProgressRenderer(model: model)
         let tty = isatty(STDOUT_FILENO) != 0
@@ -217,7 +237,7 @@ struct HomebaseCommands {
 
     /// `homebase config`: shows the settings, or changes the pinned models and the admission limits. A
     /// running daemon applies the change within a second.
-    func config() throws {
+    func config() async throws {
         try self.args.expectPositionals(atMost: 1)
         var edits: [HomebaseSettings.Edit] = []
         do throws(HomebaseSettings.EditError) {
@@ -236,6 +256,14 @@ struct HomebaseCommands {
             edits.append(make(n))
         }
         var settings = try self.state.settings()
+        var runtimeChanged = false
+        if self.args.value("runtime") != nil || self.args.value("endpoint") != nil {
+            // Test-before-persist, as at init: a runtime that cannot complete one token is not stored.
+            let verified = try await RuntimeSetup.verify(kindArgument: self.args.value("runtime"),
+                                                         endpoint: self.args.value("endpoint") ?? settings.ollamaURL)
+            edits.append(.runtime(verified.kind, endpoint: verified.endpoint))
+            runtimeChanged = true
+        }
         if !edits.isEmpty {
             do throws(HomebaseSettings.EditError) {
                 settings = try settings.applying(edits)
@@ -243,6 +271,7 @@ struct HomebaseCommands {
                 throw UsageError(error.description)
             }
             try self.state.setSettings(settings)
+            if runtimeChanged { try self.state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity) }
         }
         if self.args.flag("json") {
             let encoder = JSONEncoder()
@@ -251,14 +280,16 @@ struct HomebaseCommands {
             return
         }
         print("relay           \(settings.relayURL)")
-        print("ollama          \(settings.ollamaURL)")
+        print("\(settings.runtime == .ollama ? "ollama         " : "runtime        ") \(settings.runtime == .ollama ? "" : "openai-compatible ")\(settings.ollamaURL)")
         print("name            \(settings.deviceName)")
         print("pinned          \(settings.pinnedModels.isEmpty ? "(none)" : settings.pinnedModels.joined(separator: ","))")
         print("max concurrent  \(settings.maxConcurrentRequests)")
         print("max queued      \(settings.maxQueuedRequests)")
         print("runtime parallel \(settings.runtimeParallel)")
         print("shared cloud    \(settings.sharedCloudModels.isEmpty ? "(none)" : settings.sharedCloudModels.joined(separator: ","))")
-        if !edits.isEmpty {
+        if runtimeChanged, self.state.daemonIsRunning {
+            print("saved; restart 'homebase run' to serve from the new runtime")
+        } else if !edits.isEmpty {
             print(self.state.daemonIsRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }
     }

@@ -11,6 +11,11 @@ let usage = """
     Usage: homebase [--state DIR] COMMAND
 
       init --relay URL [--ollama URL] [--name NAME]   create keys and state; prints the device public key
+        [--runtime ollama|openai-compatible|auto] [--endpoint URL]
+                                                      a runtime other than Ollama: any OpenAI-compatible
+                                                      server (llama-server, LM Studio, vLLM…); without
+                                                      --runtime the kind is detected; it must list a model
+                                                      and complete one token before anything is stored
       run [--ui HOST:PORT [--ui-token T] [--ui-host NAME,…]]
                                                       the daemon (SIGTERM stops it cleanly); --ui serves
                                                       the status page (loopback only unless --ui-token)
@@ -32,6 +37,8 @@ let usage = """
                                                       wait in the Homebase's queue), cloud models
                                                       (*-cloud) shared with your devices and guests
                                                       (--share-cloud '' for none, the default)
+      config --runtime ollama|openai-compatible|auto [--endpoint URL]
+                                                      switch the runtime (verified first, as at init)
 
     State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
     Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_UI_TOKEN (--ui-token),
@@ -51,7 +58,8 @@ if rawArguments.isEmpty || rawArguments.contains("--help") || rawArguments.conta
 await CLI.main(tool: "homebase") {
     let args = try Arguments(rawArguments, valueOptions: ["state", "relay", "ollama", "name", "models", "expires",
                                                           "pin", "max-concurrent", "max-queued", "ui", "ui-token",
-                                                          "ui-host", "runtime-parallel", "share-cloud"],
+                                                          "ui-host", "runtime-parallel", "share-cloud", "runtime",
+                                                          "endpoint"],
                              flagOptions: ["json"])
     let command = try args.positional(0, "command")
     let dir = StateDirectory(explicit: args.value("state"), tool: "homebase")
@@ -61,14 +69,23 @@ await CLI.main(tool: "homebase") {
         try args.expectPositionals(atMost: 1)
         guard let relay = args.value("relay") else { throw UsageError("init needs --relay URL") }
         guard RelayURL(relay) != nil else { throw UsageError("'\(relay)' is not a ws:// or wss:// URL") }
-        let ollama = args.value("ollama") ?? HomebaseSettings.defaultOllamaURL
+        var ollama = args.value("ollama") ?? HomebaseSettings.defaultOllamaURL
         guard RelayURL(ollama) != nil else { throw UsageError("'\(ollama)' is not an http:// URL") }
+        // A runtime other than Ollama (or one to detect) is verified before anything is stored.
+        var verifiedRuntime: (kind: RuntimeKind, endpoint: String)?
+        if args.value("runtime") != nil || args.value("endpoint") != nil {
+            if args.value("ollama") != nil { throw UsageError("give either --ollama URL or --runtime/--endpoint, not both") }
+            verifiedRuntime = try await RuntimeSetup.verify(kindArgument: args.value("runtime"),
+                                                            endpoint: args.value("endpoint"))
+            ollama = verifiedRuntime!.endpoint
+        }
         try dir.create()
         let state = try HomebaseState(path: dir.databasePath)
         let previous = try? state.settings()
         let name = args.value("name") ?? previous?.deviceName
             ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
-        var settings = HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name)
+        var settings = HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name,
+                                        runtime: verifiedRuntime?.kind ?? .ollama)
         if let previous {
             // Running init again changes where to connect, not what the owner configured.
             settings.pinnedModels = previous.pinnedModels
@@ -78,6 +95,7 @@ await CLI.main(tool: "homebase") {
             settings.runtimeParallel = previous.runtimeParallel
         }
         let pk = try state.initialize(settings: settings, nowMs: Posix.wallClockMs)
+        if verifiedRuntime != nil { try state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity) }
         print(pk.hex)
         return
     }
@@ -98,7 +116,7 @@ await CLI.main(tool: "homebase") {
     case "grant": try commands.grant(try args.positional(1, "GUEST_PK"))
     case "revoke": try commands.revoke(try args.positional(1, "GUEST_PK"))
     case "guests": try commands.guests()
-    case "config": try commands.config()
+    case "config": try await commands.config()
     default: throw UsageError("unknown command '\(command)'")
     }
 }

@@ -60,6 +60,13 @@ let count = Int(options["count"] ?? "50") ?? 50
 let concurrency = Int(options["concurrency"] ?? "100") ?? 100
 /// The emulator's answer length (tokens), as the script passed it: for the report only.
 let answerTokens = options["answer-tokens"] ?? "12-48"
+/// `--prompt TEXT`: the base of every prompt (a number is appended); a real model needs one that makes it talk.
+let basePrompt = options["prompt"]
+/// `--cpu-target PERCENT`: the Homebase's CPU target over the runtime's (10 against the emulator; issue 35's is 5
+/// against a real engine, whose CPU per token is the real cost).
+let cpuTarget = Double(options["cpu-target"] ?? "10") ?? 10
+/// `--engine NAME`: what the runtime is, for the table (`emulator`, `llama-server`).
+let engineName = options["engine"] ?? "emulator"
 
 // MARK: The device
 
@@ -347,7 +354,7 @@ var directSamples: [Sample] = []
 var remoteSamples: [Sample] = []
 var added: [Double] = []
 for i in 0..<count {
-    let prompt = "bench prompt number \(i)"
+    let prompt = basePrompt.map { "\($0) (\(i))" } ?? "bench prompt number \(i)"
     let d: Sample
     let r: Sample
     if i % 2 == 0 {
@@ -404,7 +411,7 @@ func burst(throughHomebase: Bool, round: Int) async -> [Sample] {
     await withTaskGroup(of: Sample.self) { group in
         var started = 0
         func startOne() {
-            let prompt = "concurrent prompt \(round).\(started)"
+            let prompt = basePrompt.map { "\($0) (\(round).\(started))" } ?? "concurrent prompt \(round).\(started)"
             started += 1
             group.addTask { throughHomebase ? await remote(prompt) : await direct(prompt) }
         }
@@ -484,6 +491,8 @@ func stats(_ samples: [Sample]) -> [String: Any] {
             "total_ms_p50": round2(median(ok.map(\.totalMs))), "tokens_per_s_p50": round2(median(tps))]
 }
 
+let ds0 = stats(directSamples)
+let rs0 = stats(remoteSamples)
 let addedP50 = median(added)
 let addedP99 = percentile(added, 0.99)
 let cpuPercent = medianRound.percent
@@ -592,7 +601,23 @@ var report: [String: Any] = [
         },
     ] as [String: Any],
 ]
-report["pass"] = addedP50 <= 5 && addedP99 <= 20 && allCompleted && (cpuPercent ?? .infinity) <= 10
+// Per request and per token (issue 35): the Homebase's CPU against the engine's over the median round's window.
+let roundTokens = Double(medianRound.samples.filter { $0.error == nil }.reduce(0) { $0 + $1.tokens })
+let roundRequests = Double(medianRound.completed)
+let directTPS = ds0["tokens_per_s_p50"] as? Double
+let remoteTPS = rs0["tokens_per_s_p50"] as? Double
+let tpsRatio = directTPS.flatMap { d in remoteTPS.map { d > 0 ? $0 / d : .nan } }
+report["per_token"] = [
+    "tokens_in_median_round": roundTokens, "requests_in_median_round": roundRequests,
+    "homebase_cpu_ms_per_request": round2((medianRound.homebaseCPU ?? .nan) / roundRequests),
+    "homebase_cpu_ms_per_token": round2((medianRound.homebaseCPU ?? .nan) / roundTokens),
+    "engine_cpu_ms_per_request": round2((medianRound.ollamaCPU ?? .nan) / roundRequests),
+    "engine_cpu_ms_per_token": round2((medianRound.ollamaCPU ?? .nan) / roundTokens),
+    "tokens_per_s_ratio": round2(tpsRatio ?? .nan), "target_tokens_per_s_ratio_min": 0.95,
+    "cpu_target_percent_max": cpuTarget,
+] as [String: Any]
+report["pass"] = addedP50 <= 5 && addedP99 <= 20 && allCompleted && (cpuPercent ?? .infinity) <= cpuTarget
+    && (basePrompt == nil || (tpsRatio ?? 0) >= 0.95)
 
 let json = try JSONSerialization.data(withJSONObject: report, options: [.prettyPrinted, .sortedKeys])
 if let out = options["out"] {
@@ -627,6 +652,18 @@ let table = """
 
     """
 FileHandle.standardError.write(Data(table.utf8))
+if basePrompt != nil {
+    let r = tpsRatio ?? .nan
+    let perToken = """
+        real engine (\(engineName)), median round of \(Int(roundRequests)) answers, \(Int(roundTokens)) tokens:
+          tokens/s via Homebase over direct: \(f(r)) (target >= 0.95 \(r >= 0.95 ? "ok" : "MISS"))
+          Homebase CPU: \(f((medianRound.homebaseCPU ?? .nan) / roundRequests)) ms per request, \(f((medianRound.homebaseCPU ?? .nan) / roundTokens)) ms per token
+          engine CPU:   \(f((medianRound.ollamaCPU ?? .nan) / roundRequests)) ms per request, \(f((medianRound.ollamaCPU ?? .nan) / roundTokens)) ms per token
+          Homebase CPU as % of the engine's: \(f(cpuPercent)) (target <= \(f(cpuTarget)) \((cpuPercent ?? .infinity) <= cpuTarget ? "ok" : "MISS"))
+
+        """
+    FileHandle.standardError.write(Data(perToken.utf8))
+}
 var roundTable = "Rounds (Homebase ms / emulator ms same window / emulator ms direct = % / % of direct):\n"
 for (i, r) in roundResults.enumerated() {
     let done = r.completed

@@ -72,13 +72,18 @@ public enum DeviceReport {
         let banner = s.router.banner()
         return ["route": resolution.route.rawValue, "banner": banner.text,
                 "needs_configuration": resolution.needsConfiguration, "stale": banner.staleNotice != nil,
-                "floor_reason": resolution.floorReason?.rawValue ?? NSNull()]
+                "floor_reason": resolution.floorReason?.rawValue ?? NSNull(),
+                // Where on-device answers come from before the canned floor (`config device-engine`).
+                "device_engine": s.settings.deviceEngine.map { ["url": $0.url, "model": $0.model] } ?? NSNull()]
     }
 
     public static func printRoute(_ s: DeviceSession, json: Bool) {
         if json { return CLI.printJSON(Self.route(s)) }
         print(s.router.banner().description)
         if s.router.resolution().needsConfiguration { print("(finish configuring the selected source)") }
+        if let engine = s.settings.deviceEngine {
+            print("on-device answers come from the device engine \(engine.model) at \(engine.url); the built-in floor stays last")
+        }
     }
 
     /// `handset status --json`: the device, its relay, the paired Homebase and roster, the last advert, the route.

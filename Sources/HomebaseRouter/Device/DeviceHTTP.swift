@@ -13,10 +13,15 @@ public struct DeviceHTTP: Sendable {
     public var validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)?
     /// The Hub (catalog, downloads) and the Hub cache of the on-device models.
     public var hub: HubAccess
+    /// The client for the device engine (`config device-engine URL`); `nil`: this build has none, and the canned
+    /// floor answers on-device whatever is configured.
+    public var engineHTTP: HTTPClient?
 
     public init(makers: HTTPProviderMakers, verifier: (any RuntimeVerifier)? = nil,
                 validateKey: (@Sendable (CloudProvider, String) async -> KeyValidation)? = nil,
-                hub: HubAccess = HubAccess(http: nil, cacheRoot: "/nonexistent/huggingface/hub")) {
+                hub: HubAccess = HubAccess(http: nil, cacheRoot: "/nonexistent/huggingface/hub"),
+                engineHTTP: HTTPClient? = nil) {
+        self.engineHTTP = engineHTTP
         self.makers = makers
         self.verifier = verifier
         self.validateKey = validateKey
@@ -59,6 +64,6 @@ extension DeviceHTTP {
                 case .anthropic: await AnthropicProvider.validateKey(key, http: http, baseURL: anthropic)
                 }
             },
-            hub: .environment(environment, http: http))
+            hub: .environment(environment, http: http), engineHTTP: http)
     }
 }

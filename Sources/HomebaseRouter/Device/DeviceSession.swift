@@ -105,12 +105,31 @@ public final class DeviceSession: Sendable {
         let models = OnDeviceModelStore(access: http.hub, device: backend(Namespace.device), settings: self.settings,
                                         clock: clock)
         self.models = models
-        // A device model on the Hub-cache runtime answers through the stand-in runtime, over the floor.
+        // A device model on the Hub-cache runtime answers through the stand-in runtime, over the floor. With a
+        // device engine (read at every call), the floor's answers and the downloaded model's come from it; the
+        // canned floor stays last.
         var makers = http.makers
         let ollamaRung = makers.onDevice
+        let settings = self.settings
+        let engineHTTP = http.engineHTTP
         makers.onDevice = { model in
-            guard let model, model.isHub else { return ollamaRung(model) }
-            return OnDeviceProvider(deviceModel: model, makeDeviceProvider: { HubModelProvider(id: $0.tag, store: models) })
+            let engine = engineHTTP.flatMap { client in
+                settings.deviceEngine.map { (client, $0) }
+            }
+            if let model, model.isHub {
+                return OnDeviceProvider(deviceModel: model, makeDeviceProvider: { chosen in
+                    let hub = HubModelProvider(id: chosen.tag, store: models,
+                                               engine: engine.map { DeviceEngineProvider(http: $0.0, engine: $0.1, reportAs: chosen.tag) })
+                    guard let (client, device) = engine else { return hub }
+                    // Not downloaded (or not loadable): the engine answers as the floor would, then the canned floor.
+                    return FallbackProvider(primary: hub,
+                                            fallback: DeviceEngineProvider(http: client, engine: device, reportAs: device.model))
+                })
+            }
+            guard model == nil, let (client, device) = engine else { return ollamaRung(model) }
+            return OnDeviceProvider(deviceModel: DeviceModel(url: device.url, tag: device.model), makeDeviceProvider: { _ in
+                DeviceEngineProvider(http: client, engine: device, reportAs: device.model)
+            })
         }
         let factory = RelayInferenceProviderFactory(
             responses: self.responses, http: makers, joined: self.joined, watchdogs: options.watchdogs,

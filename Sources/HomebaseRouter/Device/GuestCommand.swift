@@ -10,6 +10,8 @@ public enum GuestCommand: Sendable, Equatable {
     /// `nil`: the only host in the store.
     case leave(host: PublicKey?)
     case chat(ChatInvocation)
+    /// `config device-engine URL|off`, as for the handset.
+    case configDeviceEngine(url: String?)
 
     public static let commands: [CommandHelp] = [
         CommandHelp("init --relay URL [--name NAME]", "Create this device's identity; prints its public key."),
@@ -19,6 +21,8 @@ public enum GuestCommand: Sendable, Equatable {
         CommandHelp("chat [--json] [--stream] [--model TAG] [--host PK] [--watchdog-ms A,F,S] [--think T] PROMPT",
                     "Ask through the joined Homebase (on-device when it cannot answer). --think false|low|medium|high: "
                         + "how much a reasoning model thinks (its reasoning is shown apart)."),
+        CommandHelp("config device-engine URL|off",
+                    "On-device answers from this OpenAI-compatible engine (e.g. llama-server); the canned floor stays last."),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -33,6 +37,7 @@ public enum GuestCommand: Sendable, Equatable {
         .init(["join"]),
         .init(["status"], flags: ["json", "offline"]),
         .init(["leave"]),
+        .init(["config", "device-engine"]),
         .init(["chat"], values: ["model", "host", "watchdog-ms", "think"], flags: ["json", "stream"]),
     ]
 
@@ -59,6 +64,8 @@ public enum GuestCommand: Sendable, Equatable {
                 try DeviceCommandLine.publicKey(t, "HOST_PK")
             }
             return (state, .leave(host: host))
+        case ["config", "device-engine"]:
+            return (state, .configDeviceEngine(url: try HandsetCommand.deviceEngineURL(a)))
         default:  // ["chat"]
             var c = try HandsetCommand.chat(a, environment: environment)
             guard c.prompt != nil else { throw UsageError("chat needs a PROMPT") }

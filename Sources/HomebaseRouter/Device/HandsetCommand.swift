@@ -45,6 +45,8 @@ public enum HandsetCommand: Sendable, Equatable {
     /// `config device-model ID`: a downloaded Hub model on the Hub-cache runtime.
     case configDeviceHubModel(id: String)
     case configDeviceCapable(Bool)
+    /// `config device-engine URL|off`: the device's own OpenAI-compatible engine (`nil`: off).
+    case configDeviceEngine(url: String?)
     case models(ModelsCommand)
     case keyAdd(CloudProvider, key: String)
     case keyList
@@ -65,6 +67,8 @@ public enum HandsetCommand: Sendable, Equatable {
         CommandHelp("config device-model URL TAG", "Set the device model rung; syncs the choice to siblings."),
         CommandHelp("config device-model ID", "Answer on-device from Hub model ID once downloaded; syncs the choice."),
         CommandHelp("config device-capable yes|no", "Whether this device can run downloaded models."),
+        CommandHelp("config device-engine URL|off",
+                    "On-device answers from this OpenAI-compatible engine (e.g. llama-server); the canned floor stays last."),
         CommandHelp("models catalog [--json] [--refresh] [--all]",
                     "The on-device model catalog (7-day cache; --all lists past the vision and tools gates)."),
         CommandHelp("models download [--json] ID", "Download a model into the Hub cache (Ctrl-C cancels cleanly)."),
@@ -100,6 +104,7 @@ public enum HandsetCommand: Sendable, Equatable {
         .init(["config", "endpoint", "verify"]),
         .init(["config", "device-model"]),
         .init(["config", "device-capable"]),
+        .init(["config", "device-engine"]),
         .init(["models", "catalog"], flags: ["json", "refresh", "all"]),
         .init(["models", "download"], flags: ["json"]),
         .init(["models", "cancel"]),
@@ -179,6 +184,8 @@ public enum HandsetCommand: Sendable, Equatable {
             case "no", "false", "off": command = .configDeviceCapable(false)
             case let other: throw UsageError("device-capable takes yes or no, not '\(other)'")
             }
+        case ["config", "device-engine"]:
+            command = .configDeviceEngine(url: try Self.deviceEngineURL(a))
         case ["models", "catalog"]:
             try a.expectPositionals(atMost: 0)
             command = .models(.catalog(json: a.flag("json"), refresh: a.flag("refresh"), all: a.flag("all")))
@@ -229,6 +236,14 @@ public enum HandsetCommand: Sendable, Equatable {
     static func repoID(_ text: String) throws(UsageError) -> String {
         guard RepoID.isValid(text) else { throw UsageError("'\(text)' is not a Hub repo id (owner/name)") }
         return text
+    }
+
+    /// `config device-engine URL|off`'s argument: an http URL, or nil for `off`.
+    static func deviceEngineURL(_ a: Arguments) throws(UsageError) -> String? {
+        try a.expectPositionals(atMost: 1)
+        let text = try a.positional(0, "engine URL or off")
+        if ["off", "none", "no"].contains(text.lowercased()) { return nil }
+        return try DeviceCommandLine.httpURL(text)
     }
 
     /// `chat`'s options; the words after the options are the prompt (joined by spaces).

@@ -11,10 +11,50 @@ import HomebaseCuration
 public struct HubModelProvider: LLMProvider {
     public let id: String
     public let store: OnDeviceModelStore
+    /// The device engine (`config device-engine`): once the floor rules say the model is ready and its weights
+    /// load, the engine writes the answer (the stand-in runtime has no inference of its own). `nil`: the
+    /// deterministic stand-in text.
+    public let engine: DeviceEngineProvider?
 
-    public init(id: String, store: OnDeviceModelStore) {
+    public init(id: String, store: OnDeviceModelStore, engine: DeviceEngineProvider? = nil) {
         self.id = id
         self.store = store
+        self.engine = engine
+    }
+
+    /// The floor rules first; then the engine streams the answer, when there is one.
+    public func stream(_ request: ChatRequest) -> AsyncStream<ChatStreamEvent> {
+        guard let engine = self.engine else {
+            // The stand-in text in one piece, as the protocol's default streaming does.
+            let provider = self
+            return AsyncStream { continuation in
+                let task = Task {
+                    do throws(ProviderError) {
+                        let result = try await provider.complete(request)
+                        continuation.yield(.text(result.text))
+                        continuation.yield(.done(result))
+                    } catch {
+                        continuation.yield(.failed(error))
+                    }
+                    continuation.finish()
+                }
+                continuation.onTermination = { _ in task.cancel() }
+            }
+        }
+        if case .floor(let reason) = self.store.resolve(choice: self.id) {
+            return Self.failing(ProviderError(.error(reason.rawValue), detail: "\(self.id): \(reason.rawValue)"))
+        }
+        guard self.store.loadedModel(self.id) != nil else {
+            return Self.failing(ProviderError(.error("weights_missing"), detail: "\(self.id): the weights do not load"))
+        }
+        return engine.stream(request)
+    }
+
+    static func failing(_ error: ProviderError) -> AsyncStream<ChatStreamEvent> {
+        AsyncStream { continuation in
+            continuation.yield(.failed(error))
+            continuation.finish()
+        }
     }
 
     public var kind: ProviderKind { .onDevice }
@@ -27,6 +67,7 @@ public struct HubModelProvider: LLMProvider {
             guard let loaded = self.store.loadedModel(self.id) else {
                 throw ProviderError(.error("weights_missing"), detail: "\(self.id): the weights do not load")
             }
+            if let engine = self.engine { return try await engine.complete(request) }
             let text = Self.reply(to: request.messages, model: loaded)
             let promptWords = request.messages.reduce(0) { $0 + FloorProvider.words($1.content).count }
             return ChatResult(text: text, finishReason: .stop,
