@@ -1,4 +1,5 @@
 import Foundation
+import HomebaseCore
 
 /// A model installed on a runtime, as its probe listed it.
 public struct RuntimeModel: Sendable, Hashable, Codable {
@@ -25,11 +26,8 @@ public struct RuntimeModel: Sendable, Hashable, Codable {
         self.cloud = try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false
     }
 
-    /// Whether a trial completion may be asked of this model. Unknown capabilities count as capable:
-    /// older runtimes do not list them, and a failed trial is the honest answer then.
-    public var isCompletionCapable: Bool {
-        self.capabilities.isEmpty || self.capabilities.contains("completion")
-    }
+    /// Whether a trial completion may be asked of this model (`ModelCapabilities.canComplete`).
+    public var isCompletionCapable: Bool { ModelCapabilities.canComplete(self.capabilities) }
 }
 
 /// An endpoint that passed test-before-persist: the configured fact.

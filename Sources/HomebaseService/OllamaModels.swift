@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HomebaseCore
 
 /// One installed model, as `/api/tags` lists it (reference/model-apis.md §1).
 public struct OllamaInstalledModel: Sendable, Equatable {
@@ -53,7 +54,7 @@ public struct OllamaModelInfo: Sendable, Equatable {
         self.architecture = architecture
     }
 
-    public var canComplete: Bool { self.capabilities.contains("completion") }
+    public var canComplete: Bool { ModelCapabilities.canComplete(self.capabilities) }
 }
 
 /// One model loaded in memory, as `/api/ps` lists it.

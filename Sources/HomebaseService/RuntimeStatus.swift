@@ -44,7 +44,8 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
         self.unknown = unknown
     }
 
-    public var canComplete: Bool { self.capabilities.contains("completion") }
+    /// `ModelCapabilities.canComplete`: the rule the handset applies too.
+    public var canComplete: Bool { ModelCapabilities.canComplete(self.capabilities) }
 
     enum CodingKeys: String, CodingKey {
         case tag, family, parameterSize, quantization, capabilities, contextLength, loaded, cloud

@@ -1,0 +1,11 @@
+/// The one rule for what a runtime's capability list says about a model (Ollama's names: `completion`, `tools`,
+/// `vision`, `thinking`, `embedding`, …), used wherever a model is judged: the Homebase's verifier and admission,
+/// the handset's endpoint verification, the pins. Before, two copies disagreed on a model whose list was empty.
+public enum ModelCapabilities {
+    /// Whether the model can answer a chat. An empty list means the runtime did not say (older servers, some
+    /// OpenAI-compatible ones): counted as capable, since a trial completion then gives the honest answer; a list
+    /// that names capabilities without `completion` (an embedding model) is not.
+    public static func canComplete(_ capabilities: [String]) -> Bool {
+        capabilities.isEmpty || capabilities.contains("completion")
+    }
+}
