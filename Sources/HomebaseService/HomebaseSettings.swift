@@ -129,3 +129,18 @@ extension HomebaseSettings {
         return out
     }
 }
+
+extension HomebaseSettings {
+    /// The tags of `wanted` the runtime does not have (issue 39: `config --pin` and `grant --models` of a model
+    /// that is not installed are warned about, naming it). A tag without `:` means `:latest`, as in Ollama; `*`
+    /// is every model, never missing.
+    public static func missingModels(_ wanted: [String], installed: [String]) -> [String] {
+        let have = Set(installed.map(Self.normalizedTag))
+        return wanted.filter { $0 != "*" && !have.contains(Self.normalizedTag($0)) }
+    }
+
+    static func normalizedTag(_ name: String) -> String {
+        let lastSegment = name.split(separator: "/").last.map(String.init) ?? name
+        return lastSegment.contains(":") ? name : name + ":latest"
+    }
+}

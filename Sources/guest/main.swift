@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseCrypto
 import HomebaseNode
 import HomebaseRouter
 
@@ -24,15 +25,22 @@ struct Guest {
         }
         var options = DeviceSession.Options()
         if case .chat(let c) = command, let w = c.watchdogs { options.watchdogs = w }
+        options.relayToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let s = try DeviceSession(directory: self.directory, tool: tool, http: DeviceHTTP.standard(), options: options)
         defer { s.stop() }
         switch command {
         case .join(let host):
-            guard await s.connect() else { throw CLIError("could not connect to the relay; the join was not sent") }
+            guard host.acceptsSealedMessages else {
+                throw CLIError("\(host.hex) is not a valid key (mistyped or cut?); copy it from 'homebase id' on the "
+                               + "host; nothing was sent")
+            }
+            guard await s.connect() else { throw CLIError("\(s.connectFailure); the join was not sent") }
             let outcome = try await s.guest.join(host: host, name: s.node.name, messenger: s.messenger)
             switch outcome {
             case .receipt(.delivered): print("join sent to \(host.short) (delivered)")
-            case .receipt(.stored): print("join sent to \(host.short) (stored: the host is offline)")
+            case .receipt(.stored):
+                print("join stored for \(host.short): no device with this key is on the relay now; it gets the join "
+                      + "when its 'homebase run' connects (if that runs, check the key against 'homebase id' there)")
             default: throw CLIError("the relay refused the join (\(outcome)); try again")
             }
             print("\(host.hex) pending: 'guest status' shows the grant once the host answers")

@@ -33,6 +33,7 @@ struct Handset {
     func open(watchdogs: InferenceClientStateMachine.Watchdogs? = nil) throws -> DeviceSession {
         var options = DeviceSession.Options()
         if let watchdogs { options.watchdogs = watchdogs }
+        options.relayToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         return try DeviceSession(directory: self.directory, tool: tool, http: DeviceHTTP.standard(), options: options)
     }
 
@@ -42,7 +43,7 @@ struct Handset {
         try NodeState(path: self.directory.databasePath).setRelayURL(code.relayURL)
         let session = try self.open()
         defer { session.stop() }
-        guard await session.connect() else { throw CLIError("could not connect to the relay at \(code.relayURL)") }
+        guard await session.connect() else { throw CLIError(session.connectFailure) }
         let roster: RosterPayload
         do {
             roster = try await session.account.pair(code: code, name: session.node.name, messenger: session.messenger)

@@ -73,7 +73,8 @@ struct HomebaseCommands {
         if self.args.flag("json") {
             var o: [String: Any] = [
                 "device": pk.hex, "relay": settings.relayURL, "daemon_running": daemon != nil,
-                "relay_connected": daemon?.relayConnected ?? false, "ollama": settings.ollamaURL,
+                "relay_connected": daemon?.relayConnected ?? false, "relay_problem": daemon?.relayProblem as Any,
+                "ollama": settings.ollamaURL,
                 "runtime": [
                     "verified": self.state.verifiedEndpoint() == settings.ollamaURL,
                     "available": daemon?.runtimeAvailable ?? false,
@@ -87,7 +88,8 @@ struct HomebaseCommands {
             return
         }
         print("device   \(pk.hex)")
-        print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running)" : daemon!.relayConnected ? "connected" : "not connected")")
+        print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running; start 'homebase run')" : daemon!.relayConnected ? "connected" : "not connected")")
+        if let d = daemon, !d.relayConnected, let problem = d.relayProblem { print("         \(problem)") }
         let verified = self.state.verifiedEndpoint() == settings.ollamaURL
         if let d = daemon {
             print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "ollama \($0)" } ?? "")")
@@ -175,7 +177,33 @@ struct HomebaseCommands {
         print(renderer.successLine(atMs: Posix.monotonicMs))
     }
 
-    func grant(_ guestHex: String) throws {
+    /// The runtime's model tags: the running daemon's last view, else Ollama asked directly; nil when neither
+    /// answers (then nothing can be said about a tag).
+    func installedModels() async -> [String]? {
+        if let d = self.state.liveDaemonStatus(), d.runtimeAvailable { return d.models.map(\.tag) }
+        guard let url = try? self.state.settings().ollamaURL else { return nil }
+        var configuration = OllamaManagementClient.Configuration()
+        configuration.connectTimeout = .seconds(2)
+        configuration.requestTimeout = .seconds(5)
+        let client = OllamaManagementClient(endpoint: url, http: HTTPClient(), configuration: configuration)
+        return (try? await client.tags())?.map(\.name)
+    }
+
+    /// One `warning:` line on stderr per tag the runtime does not have (the change is still made: a model may
+    /// be pulled later).
+    func warnMissing(_ tags: [String], what: String) async {
+        guard !tags.isEmpty, !(tags == ["*"]) else { return }
+        guard let installed = await self.installedModels() else {
+            CLI.warn("could not ask Ollama which models it has; \(what) not checked")
+            return
+        }
+        for tag in HomebaseSettings.missingModels(tags, installed: installed) {
+            CLI.warn("Ollama has no model '\(tag)' (\(what)); 'homebase models' lists what it has, "
+                     + "'homebase pull \(tag)' downloads it")
+        }
+    }
+
+    func grant(_ guestHex: String) async throws {
         let guest = try Self.guestKey(guestHex)
         let models: GrantPayload.GrantedModels
         if let list = self.args.value("models") {
@@ -195,7 +223,14 @@ struct HomebaseCommands {
             guard let ms = Self.durationMs(e) else { throw UsageError("--expires takes a duration like 30m, 12h or 7d, not '\(e)'") }
             expiresAt = now + ms
         }
-        let (grant, _) = try GuestRegistry(state: self.state).grant(guest: guest, models: models, expiresAt: expiresAt,
+        let registry = try GuestRegistry(state: self.state)
+        let known = try registry.guests(nowMs: now).contains { $0.pubkey == guest.hex }
+        if !known {
+            CLI.warn("\(guest.short) never asked to join; the grant is kept and sent, and it takes effect once "
+                     + "that device runs 'guest join \(try self.state.deviceKey().publicKey.hex)'")
+        }
+        if case .only(let tags) = models { await self.warnMissing(tags, what: "granted anyway") }
+        let (grant, _) = try registry.grant(guest: guest, models: models, expiresAt: expiresAt,
                                                                      nowMs: now)
         let scope = { () -> String in
             if case .only(let tags) = grant.models { return tags.joined(separator: ", ") }
@@ -217,8 +252,9 @@ struct HomebaseCommands {
 
     /// `homebase config`: shows the settings, or changes the pinned models and the admission limits. A
     /// running daemon applies the change within a second.
-    func config() throws {
+    func config() async throws {
         try self.args.expectPositionals(atMost: 1)
+        let endpoints = try await self.checkedEndpoints()
         var edits: [HomebaseSettings.Edit] = []
         do throws(HomebaseSettings.EditError) {
             if let pin = self.args.value("pin") { edits.append(.pin(try HomebaseSettings.parseModelList(pin))) }
@@ -236,13 +272,23 @@ struct HomebaseCommands {
             edits.append(make(n))
         }
         var settings = try self.state.settings()
-        if !edits.isEmpty {
+        let moved = (endpoints.relay.map { $0 != settings.relayURL } ?? false)
+            || (endpoints.ollama.map { $0.url != settings.ollamaURL } ?? false)
+        if !edits.isEmpty || endpoints.relay != nil || endpoints.ollama != nil {
             do throws(HomebaseSettings.EditError) {
                 settings = try settings.applying(edits)
             } catch {
                 throw UsageError(error.description)
             }
+            if let relay = endpoints.relay { settings.relayURL = relay }
+            if let ollama = endpoints.ollama {
+                settings.ollamaURL = ollama.url
+                try self.state.setVerifiedEndpoint(ollama.url)
+            }
             try self.state.setSettings(settings)
+            if let pins = self.args.value("pin"), !pins.isEmpty {
+                await self.warnMissing(settings.pinnedModels, what: "pinned anyway")
+            }
         }
         if self.args.flag("json") {
             let encoder = JSONEncoder()
@@ -258,9 +304,36 @@ struct HomebaseCommands {
         print("max queued      \(settings.maxQueuedRequests)")
         print("runtime parallel \(settings.runtimeParallel)")
         print("shared cloud    \(settings.sharedCloudModels.isEmpty ? "(none)" : settings.sharedCloudModels.joined(separator: ","))")
-        if !edits.isEmpty {
+        if moved && self.state.daemonIsRunning {
+            print("saved; restart 'homebase run' to use the new relay or Ollama URL")
+        } else if !edits.isEmpty || endpoints.relay != nil || endpoints.ollama != nil {
             print(self.state.daemonIsRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }
+    }
+
+    /// `config --relay URL` and `--ollama URL`, each checked before anything is kept (issue 39): the relay must
+    /// accept the WebSocket upgrade (with `HOMEBASE_RELAY_TOKEN` when set), Ollama must pass test-before-persist
+    /// (seed 000 §4). A failure is one line saying what the check met; nothing is saved.
+    func checkedEndpoints() async throws -> (relay: String?, ollama: (url: String, version: String?)?) {
+        var relay: String?
+        if let given = self.args.value("relay") {
+            let url = try DeviceCommandLine.relayURL(given)
+            let token = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+            if let problem = RelayProbe.check(url: url, token: token) {
+                throw CLIError("\(problem); nothing was saved")
+            }
+            relay = url
+        }
+        var ollama: (url: String, version: String?)?
+        if let given = self.args.value("ollama") {
+            do {
+                let status = try await OllamaRuntimeVerifier(http: HTTPClient()).verify(endpoint: given)
+                ollama = (status.endpoint ?? given, status.version)
+            } catch let error as RuntimeVerificationError {
+                throw CLIError("\(given) failed the check: \(error); nothing was saved")
+            }
+        }
+        return (relay, ollama)
     }
 
     func guests() throws {
