@@ -4,7 +4,7 @@ import HomebaseCore
 /// The `conformance` command line: parses arguments, runs the chosen suite, prints, returns the exit code.
 public enum ConformanceCommand {
     public static let usage = """
-        usage: conformance vectors [DIR]
+        usage: conformance vectors [DIR]          (no DIR: the vectors built into this binary)
                conformance relay URL [--also URL ...] [--http BASE] [--token T] [--restart CMD] [--json]
                                      [--auth-deadline-ms MS] [--mailbox-frames N] [--rate-burst N]
                                      [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
@@ -67,6 +67,10 @@ public enum ConformanceCommand {
         var args = arguments
         let json = args.contains("--json")
         args.removeAll { $0 == "--json" }
+        if args.first == "--help" || args.first == "-h" || args.first == "help" {
+            output(Self.usage)
+            return 0
+        }
         guard let command = args.first else {
             output(Self.usage)
             return 2
@@ -79,7 +83,14 @@ public enum ConformanceCommand {
                 output(Self.usage)
                 return 2
             }
-            VectorChecks.run(directory: args.first ?? "Fixtures", into: runner)
+            // No DIR: the copies built into this binary, so it works from any folder (issue 39).
+            if let directory = args.first {
+                if !json { output("vectors from \(directory)") }
+                VectorChecks.run(directory: directory, into: runner)
+            } else {
+                if !json { output("vectors built into this binary (from Fixtures/; pass a DIR to check other files)") }
+                VectorChecks.runEmbedded(into: runner)
+            }
         case "relay":
             guard let options = Self.relayOptions(args) else {
                 output(Self.usage)

@@ -78,7 +78,15 @@ struct Guest {
         } else {
             try s.settings.setExternalSelection(nil)
         }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
+        var answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
+        if answer.result.fallback != nil, let host, let record = s.joined.record(for: host), record.state == .pending {
+            answer.note = ChatOutput.waitingNote(host: record.name ?? host.short, sentMs: s.guest.joinSentMs(host),
+                                                 nowMs: s.clock())
+        } else if answer.result.fallback != nil, host == nil {
+            answer.note = "answered on-device: no host joined yet; 'guest join HOST_PK' first"
+        } else {
+            answer.note = ChatOutput.fallbackNote(answer.result.fallback)
+        }
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {
@@ -86,6 +94,7 @@ struct Guest {
             if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
             print(answer.result.text)
         }
+        Console.printNote(answer, c)
     }
 }
 

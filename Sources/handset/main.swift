@@ -136,7 +136,8 @@ struct Handset {
             }
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
+        var answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
+        answer.note = ChatOutput.fallbackNote(answer.result.fallback)
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {
@@ -144,6 +145,7 @@ struct Handset {
             if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
             print(answer.result.text)
         }
+        Console.printNote(answer, c)
     }
 }
 

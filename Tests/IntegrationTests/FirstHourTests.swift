@@ -18,8 +18,9 @@ struct FirstHourTests {
             .merging(sanitizers) { $1 }.merging(extra) { $1 }
     }
 
-    func run(_ tool: String, _ args: [String], env: [String: String] = [:]) throws -> Run {
+    func run(_ tool: String, _ args: [String], env: [String: String] = [:], cwd: String? = nil) throws -> Run {
         let process = Process()
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         process.executableURL = CLISmokeTests.binaries.appendingPathComponent(tool)
         process.arguments = args
         process.environment = self.environment(env)
@@ -276,5 +277,137 @@ struct FirstHourTests {
         #expect(refused?.stderr.hasSuffix("(mistyped or cut?); copy it from 'homebase id' on the host; nothing was sent\n") == true)
         let guestStatus = try self.run("guest", ["--state", gs, "status", "--json", "--offline"]).stdout
         #expect(!guestStatus.contains("pending"), "\(guestStatus)")
+    }
+
+    // MARK: Item 4: conformance anywhere
+
+    @Test("conformance vectors run from an empty folder checks the built-in vectors; --help exits 0")
+    func conformanceAnywhere() throws {
+        let empty = self.directory + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let r = try self.run("conformance", ["vectors"], cwd: empty)
+        #expect(r.status == 0, "\(r.stdout.split(separator: "\n").filter { $0.hasPrefix("FAIL") })")
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("vectors built into this binary") == true)
+        #expect(lines.last?.contains(" passed, 0 failed") == true, "\(lines.last ?? "")")
+        #expect((Int(lines.last?.split(separator: " ").first ?? "") ?? 0) > 150)
+        let help = try self.run("conformance", ["--help"], cwd: empty)
+        #expect(help.status == 0 && help.stdout.hasPrefix("usage: conformance vectors [DIR]"))
+        let wrong = try self.run("conformance", ["vectors", "nowhere"], cwd: empty)
+        #expect(wrong.status == 1)
+        #expect(wrong.stdout.contains("FAIL relay-frames/load: cannot read nowhere/relay-frames.json; pass the folder "
+                                      + "holding the vector files (conformance vectors DIR), or no DIR for the ones built in"))
+    }
+
+    // MARK: Item 8: IDs are never cut
+
+    @Test("the catalog and models state print every ID whole, so a copied ID downloads")
+    func idsAreNeverCut() async throws {
+        var fixture = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        fixture.removeLast(3)  // Tests/IntegrationTests/FirstHourTests.swift
+        let models = fixture.joined(separator: "/") + "/Fixtures/hub/models.json"
+        let hub = try Daemon("hub-emulator", ["--models", models, "--listen", "127.0.0.1:0"], directory: self.directory,
+                             environment: self.environment())
+        defer { Task { await hub.stop() } }
+        var port: UInt16?
+        _ = await eventually(.seconds(10)) {
+            let text = hub.stdout + hub.stderr
+            guard let range = text.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) else { return false }
+            port = UInt16(text[range].split(separator: ":").last ?? "")
+            return port != nil && port != 0
+        }
+        guard let port else { throw IntegrationFailure("hub-emulator did not start: \(hub.stdout) \(hub.stderr)") }
+        let env = ["HF_ENDPOINT": "http://127.0.0.1:\(port)", "HF_HOME": self.directory + "/hf"]
+        let hs = self.directory + "/hs-catalog"
+        #expect(try self.run("handset", ["--state", hs, "init", "--relay", "ws://127.0.0.1:10/v1/relay"]).status == 0)
+        let long = "mlx-community/Mistral-Small-3.1-24B-Instruct-2503-4bit"
+        let catalog = try self.run("handset", ["--state", hs, "models", "catalog", "--all", "--refresh"], env: env)
+        #expect(catalog.status == 0, "\(catalog.stderr)")
+        #expect(catalog.stdout.contains(long + " "), "\(catalog.stdout)")
+        // Every ID-looking word in the listing is a repo of the fixture.
+        let listing = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: models)))
+        let ids = Set(((listing as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String })
+        for word in catalog.stdout.split(whereSeparator: \.isWhitespace) where word.hasPrefix("mlx-community/") {
+            #expect(ids.contains(String(word)), "cut or unknown ID \(word)")
+        }
+        #expect(try self.run("handset", ["--state", hs, "models", "custom", "add", long], env: env).status == 0)
+        let state = try self.run("handset", ["--state", hs, "models", "state"], env: env)
+        #expect(state.stdout.contains("  \(long) "), "\(state.stdout)")
+    }
+
+    // MARK: Item 9: the relay's own mistakes
+
+    @Test("relay: a config key as in --help, --data naming a file, a port in use, the descriptor line")
+    func relayMistakes() async throws {
+        let dir = self.directory + "/relay-mistakes"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // metrics-listen (as --help spells it) and metrics_listen both work in the file.
+        for key in ["metrics-listen", "metrics_listen"] {
+            let conf = dir + "/\(key).conf"
+            try "listen = 127.0.0.1:0\n\(key) = 127.0.0.1:0\ndata = \(dir)/data-\(key)\n"
+                .write(toFile: conf, atomically: true, encoding: .utf8)
+            let relay = try Daemon("relay", ["--config", conf], directory: dir, environment: self.environment())
+            let port = await relay.listeningPort()
+            await relay.stop()
+            #expect(port != nil, "\(key): \(relay.stderr)")
+        }
+        let bad = dir + "/bad.conf"
+        try "metrics-lisen = 127.0.0.1:0\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let refused = try self.run("relay", ["--config", bad])
+        #expect(refused.status == 64 && refused.stderr == "relay: \(bad):1: unknown key 'metrics-lisen'\n", "\(refused.stderr)")
+
+        // --data naming a file: one line, nothing written into it.
+        let file = dir + "/not-a-folder"
+        try "keep me".write(toFile: file, atomically: true, encoding: .utf8)
+        let data = try self.run("relay", ["--listen", "127.0.0.1:0", "--data", file])
+        #expect(data.status == 64)
+        #expect(data.stderr == "relay: --data \(file) is a file; point it at a folder (created if missing) for the "
+                + "relay's mailbox\n", "\(data.stderr)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "keep me")
+
+        // A port in use: the address named. The descriptor line is not a warning.
+        let (first, port) = try await self.startRelay(label: "relay-first")
+        defer { Task { await first.stop() } }
+        #expect(!first.stderr.contains("warning"), "\(first.stderr)")
+        let second = try self.run("relay", ["--listen", "127.0.0.1:\(port)", "--data", dir + "/second"])
+        #expect(second.status == 1)
+        #expect(second.stderr.hasSuffix("relay: cannot listen on 127.0.0.1:\(port): the address is in use (another "
+                                        + "relay?); stop that program or choose another --listen\n"), "\(second.stderr)")
+    }
+
+    // MARK: Item 6: why an answer fell back
+
+    @Test("guest chat before the grant says it waits for the host; plain chat says why it fell back")
+    func fallbackSaysWhy() async throws {
+        let (relay, port) = try await self.startRelay(label: "relay-guest")
+        defer { Task { await relay.stop() } }
+        let url = "ws://127.0.0.1:\(port)/v1/relay"
+        let hb = self.directory + "/hb-guest"
+        let gs = self.directory + "/guest-wait"
+        let host = try self.run("homebase", ["--state", hb, "init", "--relay", url]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try self.run("guest", ["--state", gs, "init", "--relay", url]).status == 0)
+        let join = try self.run("guest", ["--state", gs, "join", host])
+        #expect(join.status == 0, "\(join.stderr)")
+        #expect(join.stdout.hasPrefix("join stored for \(host.prefix(8))"), "\(join.stdout)")
+
+        let chat = try self.run("guest", ["--state", gs, "chat", "hello"])
+        #expect(chat.status == 0)
+        #expect(!chat.stdout.isEmpty)
+        #expect(chat.stderr == "answered on-device: waiting for \(host.prefix(8)) to grant you (join sent less than a "
+                + "minute ago)\n", "\(chat.stderr)")
+        let json = try self.run("guest", ["--state", gs, "chat", "--json", "hello"]).json
+        #expect((json?["note"] as? String)?.hasPrefix("answered on-device: waiting for \(host.prefix(8))") == true,
+                "\(String(describing: json))")
+
+        // The handset pointed at a Homebase it never paired with.
+        let hs = self.directory + "/hs-fallback"
+        #expect(try self.run("handset", ["--state", hs, "init", "--relay", url]).status == 0)
+        #expect(try self.run("handset", ["--state", hs, "config", "source", "external"]).status == 0)
+        #expect(try self.run("handset", ["--state", hs, "config", "model", "qwen2.5:7b"]).status == 0)
+        let plain = try self.run("handset", ["--state", hs, "chat", "hello"])
+        #expect(plain.status == 0 && !plain.stdout.isEmpty)
+        #expect(plain.stderr == "answered on-device: no Homebase paired and no endpoint verified; 'handset pair CODE' "
+                + "first\n", "\(plain.stderr)")
     }
 }

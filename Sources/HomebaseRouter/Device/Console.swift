@@ -28,6 +28,12 @@ public enum Console {
 
     /// Answers one request. With `stream` (and not `json`), text is printed as it arrives; a fallback after
     /// partial output prints `ChatOutput.restartMarker` on stderr, then the fallback's answer.
+    /// Prints a plain (not `--json`) answer's note as one dim line on stderr, under the answer.
+    public static func printNote(_ answer: ChatAnswer, _ c: ChatInvocation) {
+        guard !c.json, let note = answer.note else { return }
+        Self.err(ChatOutput.dim(note, terminal: isatty(STDERR_FILENO) != 0))
+    }
+
     public static func ask(_ session: DeviceSession, _ request: ChatRequest, _ c: ChatInvocation) async -> ChatAnswer {
         guard c.stream && !c.json else { return await session.chat(request, model: c.model) }
         let thinking = ThinkingLine()
