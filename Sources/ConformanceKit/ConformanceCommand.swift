@@ -45,7 +45,8 @@ public enum ConformanceCommand {
         `homebase` acts as a guest of the Homebase PUBKEY: it prints its key on stderr, sends contact.join and
         waits (default 120 s) for `homebase grant <key>`; then checks grant and advert signatures, advert.request,
         inference ordering, model_unavailable, cache_miss and an incremental request, cancel, replay, and with
-        --revoke-cmd (run with /bin/sh -c, e.g. `homebase revoke <key>`) contact.revoke and not_granted.
+        --revoke-cmd (run with /bin/sh -c, `{guest}` replaced by the guest key, e.g. `homebase revoke {guest}`)
+        contact.revoke and not_granted.
         --state DIR keeps the guest key in DIR/guest.key (0600), so a grant survives reruns.
         The guest speaks envelope v2 (a Noise session for inference) when the host advertises it; --v1-only makes
         it a v1-only peer, to check that the host still serves one.
@@ -249,7 +250,7 @@ public enum ConformanceCommand {
             case "--token": o.token = value
             case "--name": o.guestName = value
             case "--ca-file": o.caFile = value
-            case "--revoke-cmd": o.revoke = { try await HomebaseChecks.shell(value) }
+            case "--revoke-cmd": o.revokeCommand = value
             case "--wait-grant":
                 guard let seconds = Int(value), seconds > 0 else { return nil }
                 o.waitGrant = .seconds(seconds)

@@ -23,6 +23,9 @@ public struct HomebaseCheckOptions: Sendable {
     public var model: String?
     /// Revokes the guest (`--revoke-cmd` runs a shell command); nil skips the revoke checks.
     public var revoke: (@Sendable () async throws -> Void)?
+    /// `--revoke-cmd CMD`: run with /bin/sh -c, `{guest}` replaced by the guest key (issue 39: the key need not
+    /// be known in advance). Used when `revoke` is nil.
+    public var revokeCommand: String?
     /// The `contact.join` display name.
     public var guestName = "conformance"
     /// Where the operator's instructions go (the command line: stderr).
@@ -227,7 +230,7 @@ private final class HomebaseCheckRun {
         self.step("cancel-stops-stream", self.cancelStopsStream)
         self.step("replay-not-served-twice", self.replayNotServedTwice)
         self.step("inference-envelopes", self.inferenceEnvelopes)
-        if self.options.revoke == nil, self.skipReason == nil {
+        if self.options.revoke == nil, self.options.revokeCommand == nil, self.skipReason == nil {
             self.runner.record("contact-revoke", .skip("no --revoke-cmd given"))
             self.runner.record("not-granted-after-revoke", .skip("no --revoke-cmd given"))
             return
@@ -707,7 +710,12 @@ private final class HomebaseCheckRun {
     // MARK: Revoke (§5)
 
     private func contactRevoke() throws -> CheckOutcome {
-        guard let revoke = self.options.revoke else { return .skip("no --revoke-cmd given") }
+        let hex = self.s.publicKey.hex
+        let command = self.options.revokeCommand.map { $0.replacingOccurrences(of: "{guest}", with: hex) }
+        let shell: (@Sendable () async throws -> Void)? = command.map { c in { @Sendable in try await HomebaseChecks.shell(c) } }
+        guard let revoke = self.options.revoke ?? shell else {
+            return .skip("no --revoke-cmd given")
+        }
         try self.s.drain(quiet: .milliseconds(200), limit: .seconds(1))
         let start = self.s.log.count
         do { try self.blocking(revoke) } catch {

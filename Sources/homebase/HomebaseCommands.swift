@@ -114,22 +114,30 @@ struct HomebaseCommands {
 
     func models() async throws {
         let shared = try self.state.settings().sharedCloudModels
-        var models: [DaemonStatus.Model]
+        let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
+        var loaded: Set<String>?
+        func direct(_ m: OllamaInstalledModel) async -> DaemonStatus.Model {
+            if loaded == nil { loaded = Set((try? await client.ps())?.map(\.name) ?? []) }
+            // A cloud stub's show goes to ollama.com: not asked.
+            let info = m.isCloud ? nil : try? await client.show(m.name)
+            return DaemonStatus.Model(
+                tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
+                capabilities: info?.capabilities ?? m.capabilities ?? [], contextLength: info?.contextLength,
+                loaded: loaded?.contains(m.name) ?? false, cloud: m.isCloud)
+        }
+        var models: [DaemonStatus.Model] = []
         if let d = self.state.liveDaemonStatus() {
             models = d.models
+            // The daemon's view lags a pull (or an rm) by up to its re-probe interval (issue 39): Ollama, next to
+            // us, says what is installed now; the daemon's richer entries stay for the models it knows.
+            if let tags = try? await client.tags() {
+                let names = Set(tags.map(\.name))
+                models.removeAll { !names.contains($0.tag) }
+                for m in tags where !models.contains(where: { $0.tag == m.name }) { models.append(await direct(m)) }
+            }
         } else {
             // No daemon: ask Ollama directly, so the command works either way.
-            let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
-            let loaded = Set((try? await client.ps())?.map(\.name) ?? [])
-            models = []
-            for m in try await client.tags() {
-                // A cloud stub's show goes to ollama.com: not asked.
-                let info = m.isCloud ? nil : try? await client.show(m.name)
-                models.append(DaemonStatus.Model(
-                    tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
-                    capabilities: info?.capabilities ?? m.capabilities ?? [], contextLength: info?.contextLength,
-                    loaded: loaded.contains(m.name), cloud: m.isCloud))
-            }
+            for m in try await client.tags() { models.append(await direct(m)) }
         }
         if self.args.flag("json") {
             CLI.printJSON(models.map { m in

@@ -109,7 +109,14 @@ import Testing
                     Issue.record("grant failed: \(error)")
                 }
             }
-            o.revoke = { try GuestRegistry(state: state).revoke(guest: guest, nowMs: Posix.wallClockMs) }
+            if speaksV2 {
+                o.revoke = { try GuestRegistry(state: state).revoke(guest: guest, nowMs: Posix.wallClockMs) }
+            } else {
+                // --revoke-cmd as an owner types it without knowing the key in advance (issue 39): the built
+                // `homebase` binary on the host's state, `{guest}` filled in by the checks.
+                let homebase = Bundle.main.bundleURL.appendingPathComponent("homebase").path
+                o.revokeCommand = "'\(homebase)' --state '\(system.directory)' revoke {guest}"
+            }
             let runner = CheckRunner(emit: nil)
             let started = ContinuousClock.now
             await HomebaseChecks.run(o, into: runner)
@@ -177,7 +184,7 @@ import Testing
              "--token", "t", "--revoke-cmd", "true", "--insecure", "--v1-only"]))
         #expect(o.host.hex == hex && o.relayURL == "ws://r/v1/relay" && o.stateDirectory == "/tmp/x")
         #expect(o.waitGrant == .seconds(5) && o.model == "m:1" && o.token == "t" && o.insecureSkipVerify)
-        #expect(o.revoke != nil && !o.speaksV2)
+        #expect(o.revokeCommand == "true" && !o.speaksV2)
         // No relay, a bad key, a bad number, a flag without its value, an unknown flag.
         for bad in [[hex], ["nothex", "--relay", "ws://r"], [hex, "--relay", "ws://r", "--wait-grant", "0"],
                     [hex, "--relay"], [hex, "--relay", "ws://r", "--bogus", "1"], [String]()] {

@@ -410,4 +410,30 @@ struct FirstHourTests {
         #expect(plain.stderr == "answered on-device: no Homebase paired and no endpoint verified; 'handset pair CODE' "
                 + "first\n", "\(plain.stderr)")
     }
+
+    // MARK: Item 11: a pulled model is listed at once
+
+    @Test("homebase models lists a model right after homebase pull, while the daemon runs")
+    func pulledModelIsListed() async throws {
+        let emulator = try Daemon("ollama-emulator", ["--listen", "127.0.0.1:0"], directory: self.directory,
+                                  environment: self.environment())
+        defer { Task { await emulator.stop() } }
+        guard let ollamaPort = await emulator.listeningPort() else { throw IntegrationFailure("no emulator") }
+        let hb = self.directory + "/hb-pull"
+        #expect(try self.run("homebase", ["--state", hb, "init", "--relay", "ws://127.0.0.1:10/v1/relay",
+                                          "--ollama", "http://127.0.0.1:\(ollamaPort)"]).status == 0)
+        let daemon = try Daemon("homebase", ["--state", hb, "run"], directory: self.directory,
+                                environment: self.environment())
+        defer { Task { await daemon.stop() } }
+        let probed = await eventually(.seconds(15)) {
+            let s = try? self.run("homebase", ["--state", hb, "status", "--json"]).json
+            return (s?["runtime"] as? [String: Any])?["available"] as? Bool == true
+        }
+        #expect(probed)
+        #expect(!(try self.run("homebase", ["--state", hb, "models"]).stdout.contains("gemma3:1b")))
+        let pull = try self.run("homebase", ["--state", hb, "pull", "gemma3:1b"])
+        #expect(pull.status == 0, "\(pull.stderr)")
+        let listed = try self.run("homebase", ["--state", hb, "models"])
+        #expect(listed.status == 0 && listed.stdout.contains("gemma3:1b"), "\(listed.stdout)")
+    }
 }
