@@ -134,6 +134,23 @@ public enum HomebaseChecks {
         return key
     }
 
+    /// Marks a `--state` folder whose key ran as a v2 guest: a host records it at v2 and, by the downgrade rule
+    /// (Protocol/envelope.md §7.8), drops v1 inference from it for good.
+    static let spokeV2FileName = "spoke-v2"
+
+    static func noteSpeaksV2(_ options: HomebaseCheckOptions) {
+        guard options.speaksV2, let directory = options.stateDirectory else { return }
+        FileManager.default.createFile(atPath: directory + "/" + Self.spokeV2FileName, contents: Data("v2\n".utf8))
+    }
+
+    /// The line for `--v1-only` with a `--state` key that already ran as a v2 guest; nil otherwise.
+    static func downgradeProblem(_ options: HomebaseCheckOptions) -> String? {
+        guard !options.speaksV2, let directory = options.stateDirectory,
+              FileManager.default.fileExists(atPath: directory + "/" + Self.spokeV2FileName) else { return nil }
+        return "the key in \(directory) ran as a v2 guest, and a host drops v1 inference from a key it saw speak v2 "
+            + "(the downgrade rule, Protocol/envelope.md §7.8); run --v1-only with a fresh --state DIR (or none)"
+    }
+
     /// Runs every check against the host, in order, recording into `runner`. The blocking relay I/O runs on a
     /// thread of its own so it never holds a cooperative thread.
     public static func run(_ options: HomebaseCheckOptions, into runner: CheckRunner) async {
@@ -206,14 +223,22 @@ private final class HomebaseCheckRun {
 
     func run() {
         defer { self.session?.close() }
+        if let problem = HomebaseChecks.downgradeProblem(self.options) {
+            // Said at once, not as four failed inference checks two minutes later (issue 39).
+            self.options.notice(problem)
+            self.skipReason = problem
+            self.runner.record("grant-signature", .fail(problem))
+        }
         do {
+            guard self.skipReason == nil else { throw CheckFailure(self.skipReason!) }
             let key = try HomebaseChecks.identity(stateDirectory: self.options.stateDirectory)
+            HomebaseChecks.noteSpeaksV2(self.options)
             self.session = try HomebaseGuestSession(options: self.options.relayOptions, key: key,
                                                     host: self.options.host, speaksV2: self.options.speaksV2)
-        } catch {
+        } catch where self.skipReason == nil {
             self.skipReason = "no guest session: \(error)"
             self.runner.record("grant-signature", .fail("\(error)"))
-        }
+        } catch {}
         if self.skipReason == nil { self.step("grant-signature", self.grantSignature) }
         self.step("grant-payload", self.grantPayload)
         self.step("advert-after-grant", self.advertAfterGrant)

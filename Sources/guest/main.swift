@@ -68,7 +68,8 @@ struct Guest {
     func chat(_ c: ChatInvocation, _ s: DeviceSession) async throws {
         let records = s.joined.all()
         let host = c.host ?? records.first { $0.state == .joined }?.host ?? records.first?.host
-        if let host, await s.connect() {
+        let connected = host != nil ? await s.connect() : false
+        if let host, connected {
             await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
         }
         try s.settings.setModelSource(.external)
@@ -79,7 +80,10 @@ struct Guest {
             try s.settings.setExternalSelection(nil)
         }
         var answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
-        if answer.result.fallback != nil, let host, let record = s.joined.record(for: host), record.state == .pending {
+        if answer.result.fallback != nil, host != nil, !connected {
+            answer.note = "answered on-device: \(s.connectFailure)"
+        } else if answer.result.fallback != nil, let host, let record = s.joined.record(for: host),
+                  record.state == .pending {
             answer.note = ChatOutput.waitingNote(host: record.name ?? host.short, sentMs: s.guest.joinSentMs(host),
                                                  nowMs: s.clock())
         } else if answer.result.fallback != nil, host == nil {

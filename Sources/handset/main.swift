@@ -130,14 +130,18 @@ struct Handset {
 
     func chat(_ c: ChatInvocation, _ s: DeviceSession) async throws {
         let tools = try c.toolsPath.map { try ChatOutput.loadTools(path: $0) } ?? []
-        if s.account.isPaired || !s.joined.all().isEmpty, await s.connect() {
+        let wantsRelay = s.account.isPaired || !s.joined.all().isEmpty
+        let connected = wantsRelay ? await s.connect() : false
+        if connected {
             if let homebase = s.account.homebase {
                 await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
             }
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }
         var answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
-        answer.note = ChatOutput.fallbackNote(answer.result.fallback)
+        // Not on the relay at all: why, from what the connection met (a refused token, a wrong URL).
+        answer.note = answer.result.fallback != nil && wantsRelay && !connected
+            ? "answered on-device: \(s.connectFailure)" : ChatOutput.fallbackNote(answer.result.fallback)
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {

@@ -192,6 +192,30 @@ import Testing
         }
     }
 
+    @Test func aV1OnlyRunWithAKeyThatSpokeV2SaysSoAtOnce() async throws {
+        let dir = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let host = SigningSecretKey.generate().publicKey
+        var o = HomebaseCheckOptions(host: host, relayURL: "ws://127.0.0.1:9/v1/relay")
+        o.stateDirectory = dir
+        #expect(HomebaseChecks.downgradeProblem(o) == nil)
+        _ = try HomebaseChecks.identity(stateDirectory: dir)
+        HomebaseChecks.noteSpeaksV2(o)
+        #expect(HomebaseChecks.downgradeProblem(o) == nil, "a v2 run is fine")
+        o.speaksV2 = false
+        let notices = Lines()
+        o.notice = { notices.append($0) }
+        let runner = CheckRunner(emit: nil)
+        let started = ContinuousClock.now
+        await HomebaseChecks.run(o, into: runner)
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let expected = "the key in \(dir) ran as a v2 guest, and a host drops v1 inference from a key it saw speak "
+            + "v2 (the downgrade rule, Protocol/envelope.md §7.8); run --v1-only with a fresh --state DIR (or none)"
+        #expect(notices.all == [expected])
+        #expect(runner.report.results.first?.line == "FAIL grant-signature: \(expected)")
+        #expect(runner.report.exitCode != 0)
+    }
+
     @Test func aFailingRevokeCommandThrows() async {
         await #expect(throws: CheckFailure.self) { try await HomebaseChecks.shell("exit 3") }
         await #expect(throws: Never.self) { try await HomebaseChecks.shell("true") }

@@ -231,6 +231,16 @@ struct FirstHourTests {
                 + "whole line 'homebase pair' printed\n")
         let status = try self.run("handset", ["--state", hs, "status", "--json", "--offline"]).json
         #expect(status?["homebase"] is NSNull, "\(String(describing: status))")
+
+        // A guest that joined through this relay, chatting without the token: the answer, then why on-device.
+        let gs = self.directory + "/guest-token"
+        #expect(try self.run("guest", ["--state", gs, "init", "--relay", url]).status == 0)
+        let host = try self.run("homebase", ["--state", hb, "id"]).stdout.trimmingCharacters(in: .newlines)
+        #expect(try self.run("guest", ["--state", gs, "join", host], env: ["HOMEBASE_RELAY_TOKEN": "s3cret"]).status == 0)
+        let chat = try self.run("guest", ["--state", gs, "chat", "hello"])
+        #expect(chat.status == 0 && !chat.stdout.isEmpty)
+        #expect(chat.stderr == "answered on-device: the relay refused: token required (HTTP 401); set "
+                + "HOMEBASE_RELAY_TOKEN or add ?token=TOKEN to the relay URL\n", "\(chat.stderr)")
     }
 
     // MARK: Item 7: silent acceptance
