@@ -176,6 +176,15 @@ struct FirstHourTests {
                 + "'guest'; give each tool its own --state DIR (or unset HOMEBASE_STATE)", "\(taken.stderr)")
         let still = try self.run("handset", ["status", "--json", "--offline"], env: env)
         #expect(still.stdout.contains(keys["handset"]!))
+
+        // State kept directly in $HOMEBASE_STATE before: the tool says where it is and how to move it.
+        let old = self.directory + "/old-layout"
+        #expect(try self.run("homebase", ["--state", old, "init", "--relay", relay]).status == 0)
+        let moved = try self.run("homebase", ["id"], env: ["HOMEBASE_STATE": old])
+        #expect(moved.status == 1)
+        #expect(moved.stderr == "homebase: no state in \(old)/homebase, but \(old)/state.db is from before each tool "
+                + "had its own folder; if it is this homebase's, move it: mkdir -p \(old)/homebase && mv "
+                + "\(old)/state.db* \(old)/homebase/\n", "\(moved.stderr)")
     }
 
     // MARK: Items 5 and 10: pairing, and a relay that needs a token

@@ -9,13 +9,17 @@ import Foundation
 public struct StateDirectory: Sendable {
     public let path: String
     public let tool: String
+    /// `$HOMEBASE_STATE` when the path came from it (for the hint about state kept there before issue 39).
+    let sharedParent: String?
 
     public init(explicit: String?, tool: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.tool = tool
+        let shared = environment["HOMEBASE_STATE"].flatMap { $0.isEmpty ? nil : $0 }
+        self.sharedParent = (explicit ?? "").isEmpty ? shared.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } : nil
         if let e = explicit, !e.isEmpty {
             self.path = e
-        } else if let s = environment["HOMEBASE_STATE"], !s.isEmpty {
-            self.path = (s.hasSuffix("/") ? String(s.dropLast()) : s) + "/" + tool
+        } else if let parent = self.sharedParent {
+            self.path = parent + "/" + tool
         } else if let x = environment["XDG_DATA_HOME"], !x.isEmpty {
             self.path = x + "/homebase/" + tool
         } else {
@@ -62,6 +66,12 @@ public struct StateDirectory: Sendable {
     public func requireInitialized(tool: String) throws {
         try self.requireOwnedByTool()
         guard self.exists else {
+            if let parent = self.sharedParent, FileManager.default.fileExists(atPath: parent + "/state.db") {
+                // $HOMEBASE_STATE held one tool's state.db directly before each tool got its own subfolder.
+                throw CLIError("no state in \(self.path), but \(parent)/state.db is from before each tool had its "
+                               + "own folder; if it is this \(tool)'s, move it: mkdir -p \(self.path) && mv "
+                               + "\(parent)/state.db* \(self.path)/")
+            }
             throw CLIError("no state in \(self.path); run '\(tool) init --relay URL' first (or pass --state DIR)")
         }
     }
