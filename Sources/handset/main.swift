@@ -59,7 +59,8 @@ struct Handset {
         case .route(let json):
             DeviceReport.printRoute(s, json: json)
         case .status(let json, let offline):
-            if !offline, let homebase = s.account.homebase, await s.connect(timeout: .seconds(2)) {
+            // Connect even unpaired: status then says whether the relay can be used, and why not.
+            if !offline, await s.connect(timeout: .seconds(2)), let homebase = s.account.homebase {
                 await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
             }
             DeviceReport.printHandsetStatus(s, json: json)

@@ -250,6 +250,12 @@ struct FirstHourTests {
         #expect(chat.status == 0 && !chat.stdout.isEmpty)
         #expect(chat.stderr == "answered on-device: the relay refused: token required (HTTP 401); set "
                 + "HOMEBASE_RELAY_TOKEN or add ?token=TOKEN to the relay URL\n", "\(chat.stderr)")
+        // guest status and handset status say the same.
+        let guestStatus = try self.run("guest", ["--state", gs, "status"])
+        #expect(guestStatus.stdout.contains("\nrelay   the relay refused: token required (HTTP 401)"), "\(guestStatus.stdout)")
+        let handsetStatus = try self.run("handset", ["--state", hs, "status", "--json"]).json
+        #expect((handsetStatus?["relay_problem"] as? String)?.hasPrefix("the relay refused: token required") == true,
+                "\(String(describing: handsetStatus))")
     }
 
     // MARK: Item 7: silent acceptance

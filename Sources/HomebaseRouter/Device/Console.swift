@@ -95,6 +95,7 @@ public enum DeviceReport {
         out["name"] = s.node.name
         out["relay"] = (try? s.node.relayURL()) ?? NSNull()
         out["connected"] = s.messenger.isConnected
+        out["relay_problem"] = s.relayProblem ?? NSNull()
         out["homebase"] = s.account.homebase?.hex ?? NSNull()
         out["account"] = s.account.accountKey?.hex ?? NSNull()
         if let roster = s.account.roster {
@@ -118,6 +119,7 @@ public enum DeviceReport {
         if json { return CLI.printJSON(st) }
         print("device    \(s.publicKey.hex) (\(s.node.name))")
         print("relay     \((try? s.node.relayURL()) ?? "-")" + (s.messenger.isConnected ? " (connected)" : ""))
+        if let problem = s.relayProblem { print("          \(problem)") }
         print("homebase  \(s.account.homebase?.hex ?? "not paired")")
         if let roster = s.account.roster {
             print("roster    version \(roster.version): "
@@ -138,6 +140,7 @@ public enum DeviceReport {
         out["device"] = s.publicKey.hex
         out["relay"] = (try? s.node.relayURL()) ?? NSNull()
         out["connected"] = s.messenger.isConnected
+        out["relay_problem"] = s.relayProblem ?? NSNull()
         out["hosts"] = s.joined.all().map { r -> [String: Any] in
             ["pubkey": r.host.hex, "name": r.name ?? NSNull(), "state": r.state.rawValue,
              "models": r.models.map(\.tag), "last_heard": r.lastHeardMs,
@@ -149,6 +152,7 @@ public enum DeviceReport {
     public static func printGuestStatus(_ s: DeviceSession, json: Bool) {
         if json { return CLI.printJSON(Self.guestStatus(s)) }
         print("device  \(s.publicKey.hex)")
+        if let problem = s.relayProblem { print("relay   \(problem)") }
         let hosts = s.joined.all()
         if hosts.isEmpty { print("no hosts; ask one with 'guest join HOST_PK'") }
         for r in hosts {

@@ -174,6 +174,11 @@ public final class DeviceSession: Sendable {
         return true
     }
 
+    /// Why the relay could not be used, when a connection was tried and failed (nil otherwise).
+    public var relayProblem: String? {
+        self.messenger.isConnected ? nil : self.relay?.connectProblem?.description
+    }
+
     /// Why `connect` failed, in one line from what the last attempt met (issue 39): the same text the daemon
     /// logs and `homebase status` shows.
     public var connectFailure: String {
