@@ -202,7 +202,8 @@ struct HomebaseCommands {
     func warnMissing(_ tags: [String], what: String) async {
         guard !tags.isEmpty, !(tags == ["*"]) else { return }
         guard let installed = await self.installedModels() else {
-            CLI.warn("could not ask Ollama which models it has; \(what) not checked")
+            CLI.warn("could not ask Ollama which models it has, so \(tags.joined(separator: ", ")) went unchecked "
+                     + "(is Ollama running? 'homebase status' says)")
             return
         }
         for tag in HomebaseSettings.missingModels(tags, installed: installed) {
