@@ -461,4 +461,40 @@ struct FirstHourTests {
         let listed = try self.run("homebase", ["--state", hb, "models"])
         #expect(listed.status == 0 && listed.stdout.contains("gemma3:1b"), "\(listed.stdout)")
     }
+
+    // MARK: The README runner
+
+    @Test("tools/readme-check fails on a README line that does not work, naming the line")
+    func readmeCheckCatchesDrift() throws {
+        var root = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        root.removeLast(3)  // Tests/IntegrationTests/FirstHourTests.swift
+        let repository = root.joined(separator: "/")
+        let readme = self.directory + "/README.md"
+        try """
+            # A README that drifted
+
+            <!-- readme-check -->
+            ```
+            relay --listen 127.0.0.1:8080 --data /var/lib/homebase-relay
+            homebase init --relay wss://relay.example/v1/relay [--name box]
+            homebase config --pinned qwen2.5:7b   # renamed since
+            ```
+            """.write(toFile: readme, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", repository + "/tools/readme-check", readme]
+        process.environment = self.environment(["HOMEBASE_BIN": CLISmokeTests.binaries.path])
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1)
+        #expect(o.contains("$ homebase init --relay ws://127.0.0.1:"), "\(o)")
+        #expect(e.hasSuffix(":7: `homebase config --pinned qwen2.5:7b` exited 64: homebase: unknown option --pinned\n"),
+                "\(e)")
+    }
 }
