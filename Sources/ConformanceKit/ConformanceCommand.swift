@@ -4,7 +4,7 @@ import HomebaseCore
 /// The `conformance` command line: parses arguments, runs the chosen suite, prints, returns the exit code.
 public enum ConformanceCommand {
     public static let usage = """
-        usage: conformance vectors [DIR]
+        usage: conformance vectors [DIR]          (no DIR: the vectors built into this binary)
                conformance relay URL [--also URL ...] [--http BASE] [--token T] [--restart CMD] [--json]
                                      [--auth-deadline-ms MS] [--mailbox-frames N] [--rate-burst N]
                                      [--expect-rate-limit] [--durability-frames N] [--ca-file PEM] [--insecure]
@@ -45,7 +45,8 @@ public enum ConformanceCommand {
         `homebase` acts as a guest of the Homebase PUBKEY: it prints its key on stderr, sends contact.join and
         waits (default 120 s) for `homebase grant <key>`; then checks grant and advert signatures, advert.request,
         inference ordering, model_unavailable, cache_miss and an incremental request, cancel, replay, and with
-        --revoke-cmd (run with /bin/sh -c, e.g. `homebase revoke <key>`) contact.revoke and not_granted.
+        --revoke-cmd (run with /bin/sh -c, `{guest}` replaced by the guest key, e.g. `homebase revoke {guest}`)
+        contact.revoke and not_granted.
         --state DIR keeps the guest key in DIR/guest.key (0600), so a grant survives reruns.
         The guest speaks envelope v2 (a Noise session for inference) when the host advertises it; --v1-only makes
         it a v1-only peer, to check that the host still serves one.
@@ -67,6 +68,10 @@ public enum ConformanceCommand {
         var args = arguments
         let json = args.contains("--json")
         args.removeAll { $0 == "--json" }
+        if args.first == "--help" || args.first == "-h" || args.first == "help" {
+            output(Self.usage)
+            return 0
+        }
         guard let command = args.first else {
             output(Self.usage)
             return 2
@@ -79,7 +84,14 @@ public enum ConformanceCommand {
                 output(Self.usage)
                 return 2
             }
-            VectorChecks.run(directory: args.first ?? "Fixtures", into: runner)
+            // No DIR: the copies built into this binary, so it works from any folder (issue 39).
+            if let directory = args.first {
+                if !json { output("vectors from \(directory)") }
+                VectorChecks.run(directory: directory, into: runner)
+            } else {
+                if !json { output("vectors built into this binary (from Fixtures/; pass a DIR to check other files)") }
+                VectorChecks.runEmbedded(into: runner)
+            }
         case "relay":
             guard let options = Self.relayOptions(args) else {
                 output(Self.usage)
@@ -238,7 +250,7 @@ public enum ConformanceCommand {
             case "--token": o.token = value
             case "--name": o.guestName = value
             case "--ca-file": o.caFile = value
-            case "--revoke-cmd": o.revoke = { try await HomebaseChecks.shell(value) }
+            case "--revoke-cmd": o.revokeCommand = value
             case "--wait-grant":
                 guard let seconds = Int(value), seconds > 0 else { return nil }
                 o.waitGrant = .seconds(seconds)

@@ -23,6 +23,9 @@ public struct HomebaseCheckOptions: Sendable {
     public var model: String?
     /// Revokes the guest (`--revoke-cmd` runs a shell command); nil skips the revoke checks.
     public var revoke: (@Sendable () async throws -> Void)?
+    /// `--revoke-cmd CMD`: run with /bin/sh -c, `{guest}` replaced by the guest key (issue 39: the key need not
+    /// be known in advance). Used when `revoke` is nil.
+    public var revokeCommand: String?
     /// The `contact.join` display name.
     public var guestName = "conformance"
     /// Where the operator's instructions go (the command line: stderr).
@@ -131,6 +134,23 @@ public enum HomebaseChecks {
         return key
     }
 
+    /// Marks a `--state` folder whose key ran as a v2 guest: a host records it at v2 and, by the downgrade rule
+    /// (Protocol/envelope.md §7.8), drops v1 inference from it for good.
+    static let spokeV2FileName = "spoke-v2"
+
+    static func noteSpeaksV2(_ options: HomebaseCheckOptions) {
+        guard options.speaksV2, let directory = options.stateDirectory else { return }
+        FileManager.default.createFile(atPath: directory + "/" + Self.spokeV2FileName, contents: Data("v2\n".utf8))
+    }
+
+    /// The line for `--v1-only` with a `--state` key that already ran as a v2 guest; nil otherwise.
+    static func downgradeProblem(_ options: HomebaseCheckOptions) -> String? {
+        guard !options.speaksV2, let directory = options.stateDirectory,
+              FileManager.default.fileExists(atPath: directory + "/" + Self.spokeV2FileName) else { return nil }
+        return "the key in \(directory) ran as a v2 guest, and a host drops v1 inference from a key it saw speak v2 "
+            + "(the downgrade rule, Protocol/envelope.md §7.8); run --v1-only with a fresh --state DIR (or none)"
+    }
+
     /// Runs every check against the host, in order, recording into `runner`. The blocking relay I/O runs on a
     /// thread of its own so it never holds a cooperative thread.
     public static func run(_ options: HomebaseCheckOptions, into runner: CheckRunner) async {
@@ -203,14 +223,22 @@ private final class HomebaseCheckRun {
 
     func run() {
         defer { self.session?.close() }
+        if let problem = HomebaseChecks.downgradeProblem(self.options) {
+            // Said at once, not as four failed inference checks two minutes later (issue 39).
+            self.options.notice(problem)
+            self.skipReason = problem
+            self.runner.record("grant-signature", .fail(problem))
+        }
         do {
+            guard self.skipReason == nil else { throw CheckFailure(self.skipReason!) }
             let key = try HomebaseChecks.identity(stateDirectory: self.options.stateDirectory)
+            HomebaseChecks.noteSpeaksV2(self.options)
             self.session = try HomebaseGuestSession(options: self.options.relayOptions, key: key,
                                                     host: self.options.host, speaksV2: self.options.speaksV2)
-        } catch {
+        } catch where self.skipReason == nil {
             self.skipReason = "no guest session: \(error)"
             self.runner.record("grant-signature", .fail("\(error)"))
-        }
+        } catch {}
         if self.skipReason == nil { self.step("grant-signature", self.grantSignature) }
         self.step("grant-payload", self.grantPayload)
         self.step("advert-after-grant", self.advertAfterGrant)
@@ -227,7 +255,7 @@ private final class HomebaseCheckRun {
         self.step("cancel-stops-stream", self.cancelStopsStream)
         self.step("replay-not-served-twice", self.replayNotServedTwice)
         self.step("inference-envelopes", self.inferenceEnvelopes)
-        if self.options.revoke == nil, self.skipReason == nil {
+        if self.options.revoke == nil, self.options.revokeCommand == nil, self.skipReason == nil {
             self.runner.record("contact-revoke", .skip("no --revoke-cmd given"))
             self.runner.record("not-granted-after-revoke", .skip("no --revoke-cmd given"))
             return
@@ -707,7 +735,12 @@ private final class HomebaseCheckRun {
     // MARK: Revoke (§5)
 
     private func contactRevoke() throws -> CheckOutcome {
-        guard let revoke = self.options.revoke else { return .skip("no --revoke-cmd given") }
+        let hex = self.s.publicKey.hex
+        let command = self.options.revokeCommand.map { $0.replacingOccurrences(of: "{guest}", with: hex) }
+        let shell: (@Sendable () async throws -> Void)? = command.map { c in { @Sendable in try await HomebaseChecks.shell(c) } }
+        guard let revoke = self.options.revoke ?? shell else {
+            return .skip("no --revoke-cmd given")
+        }
         try self.s.drain(quiet: .milliseconds(200), limit: .seconds(1))
         let start = self.s.log.count
         do { try self.blocking(revoke) } catch {

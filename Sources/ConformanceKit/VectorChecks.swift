@@ -10,15 +10,43 @@ public enum VectorChecks {
         MessageVectorFile.fileName, SignedPayloadVectorFile.fileName, Self.cacophonyFile, Self.sessionFile,
     ]
 
-    /// Checks every file in `directory` into `runner`. A missing or unreadable file is one failed check.
+    /// Checks every file in `directory` into `runner`. A missing or unreadable file is one failed check that
+    /// names the path it tried and what to pass instead.
     public static func run(directory: String, into runner: CheckRunner) {
+        Self.run(into: runner) { file in
+            let path = (directory as NSString).appendingPathComponent(file)
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw CheckFailure("cannot read \(path); pass the folder holding the vector files "
+                                   + "(conformance vectors DIR), or no DIR for the ones built in")
+            }
+            return data
+        }
+    }
+
+    /// Checks the vector files built into this binary (`EmbeddedVectors`, generated from Fixtures/).
+    public static func runEmbedded(into runner: CheckRunner) {
+        Self.run(into: runner) { file in
+            guard let text = EmbeddedVectors.base64[file],
+                  let data = Data(base64Encoded: text.filter { !$0.isNewline }) else {
+                throw CheckFailure("\(file) is not built into this binary")
+            }
+            return data
+        }
+    }
+
+    /// The embedded copy of `file` (tests compare it with Fixtures/).
+    public static func embedded(_ file: String) -> Data? {
+        EmbeddedVectors.base64[file].flatMap { Data(base64Encoded: $0.filter { !$0.isNewline }) }
+    }
+
+    static func run(into runner: CheckRunner, load: (String) throws -> Data) {
         for file in Self.fileNames {
             let stem = String(file.dropLast(".json".count))
             let data: Data
             do {
-                data = try Data(contentsOf: URL(fileURLWithPath: directory).appendingPathComponent(file))
+                data = try load(file)
             } catch {
-                runner.record("\(stem)/load", .fail("cannot read \(file): \(error.localizedDescription)"))
+                runner.record("\(stem)/load", .fail("\(error)"))
                 continue
             }
             do {

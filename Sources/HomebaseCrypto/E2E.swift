@@ -52,6 +52,12 @@ public enum E2E {
     }
 }
 
+extension PublicKey {
+    /// Whether messages can be sealed to this key: a valid Ed25519 point of the main subgroup. A key mistyped by
+    /// hand almost always is not (a typo found before anything is sent, issue 39); one that is still names nobody.
+    public var acceptsSealedMessages: Bool { (try? X25519.publicKey(for: self)) != nil }
+}
+
 /// X25519 conversions (protocol-v1 §1), internal except for what vectors and other implementations need.
 enum X25519 {
     /// `crypto_sign_ed25519_pk_to_curve25519`. libsodium refuses small-order points, points not on the curve and

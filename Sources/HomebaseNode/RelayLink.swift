@@ -66,6 +66,8 @@ public final class RelayLink: Sendable {
         var pacer: SendPacer?
         /// When the first frame held back by the pacer may go (`Posix.monotonicMs`); nil when none is held.
         var pacedUntilMs: UInt64?
+        /// Why the last attempt failed; nil once logged in.
+        var problem: RelayConnectProblem?
     }
 
     public let url: String
@@ -126,6 +128,17 @@ public final class RelayLink: Sendable {
     }
 
     public var isConnected: Bool { self.shared.withLock { $0.connected } }
+
+    /// Why the last connection attempt failed, from what it really met (issue 39); nil while logged in and
+    /// before the first attempt ended.
+    public var problem: RelayConnectProblem? { self.shared.withLock { $0.problem } }
+
+    private func noteProblem(_ error: WebSocketClient.Error) {
+        let tokenSent = self.options.accessToken != nil || self.url.contains("token=")
+        let problem = RelayConnectProblem(cause: WebSocketClient.problemCause(error), url: self.url,
+                                          tokenSent: tokenSent)
+        self.shared.withLock { $0.problem = problem }
+    }
 
     /// True while SENDs wait for the pacer: the relay's rate would refuse more now. A sender that can merge
     /// what it sends (a stream's chunks) holds its text instead of queuing more frames behind them.
@@ -288,6 +301,7 @@ public final class RelayLink: Sendable {
                 self.io.withLock { $0 = IOSlot(socket: SharedWebSocket(ws)) }
                 self.shared.withLock {
                     $0.connected = true
+                    $0.problem = nil
                     $0.outbound.removeAll()
                     $0.outboundBytes = 0
                     $0.socketBacklogBytes = 0
@@ -302,6 +316,7 @@ public final class RelayLink: Sendable {
             } catch let e as WebSocketClient.Error {
                 if case .closed(let code, _) = e { closeCode = code }
                 failures += 1
+                self.noteProblem(e)
                 self.onEvent(.disconnected(closeCode: closeCode, reason: "\(e)"))
             } catch {
                 failures += 1

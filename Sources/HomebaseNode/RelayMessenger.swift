@@ -29,6 +29,8 @@ public final class RelayMessenger: PeerMessenger {
     private let receiver: EnvelopeReceiver
     private let state = Mutex(State())
     private let linkBox = Mutex<RelayLink?>(nil)
+    /// Which connection problems were logged at info level (issue 39): once per cause, then on change.
+    private let problemReport = Mutex(RelayProblemReport())
     private let inlineHandler = CallbackSlot<InboundMessage, Bool>()
     private let replayPruneInterval: Duration
     private let pruneTask = Mutex<Task<Void, Never>?>(nil)
@@ -215,6 +217,9 @@ public final class RelayMessenger: PeerMessenger {
     }
 
     public var isConnected: Bool { self.link?.isConnected ?? false }
+
+    /// Why the relay cannot be used, from the last attempt's real result; nil while connected.
+    public var connectProblem: RelayConnectProblem? { self.link?.problem }
 
     public var isSendPaced: Bool { self.link?.isPacing ?? false }
 
@@ -568,11 +573,17 @@ public final class RelayMessenger: PeerMessenger {
         case .connected(let stored, let maxPayload):
             self.state.withLock { $0.maxPayload = maxPayload > 0 ? maxPayload : $0.maxPayload }
             self.logger.debug("Connected to relay", metadata: ["stored": "\(stored)"])
+            if self.problemReport.withLock({ $0.connected() }) {
+                self.logger.info("Connected to the relay again")
+            }
             self.eventsContinuation.yield(.connected(stored: stored))
             self.pruneReplayRecords()
         case .disconnected(let code, let reason):
             self.logger.debug("Relay connection ended", metadata: ["close.code": code.map { "\($0)" } ?? "-",
                                                                    "reason": reason])
+            if let problem = self.link?.problem, let fresh = self.problemReport.withLock({ $0.failed(problem) }) {
+                self.logger.info("Cannot connect to the relay: \(fresh)")
+            }
             self.failPendingReceipts()
             self.eventsContinuation.yield(.disconnected(closeCode: code))
         case .stopped(let reason):

@@ -12,6 +12,9 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var updatedAtMs: UInt64
     public var relayURL: String
     public var relayConnected: Bool
+    /// Why the relay cannot be used (`RelayConnectProblem`), from the last attempt's real result; nil while
+    /// connected or before the first attempt ended.
+    public var relayProblem: String?
     public var runtimeEndpoint: String?
     public var runtimeVerified: Bool
     public var runtimeAvailable: Bool
@@ -30,8 +33,9 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var runtimeParallelism: Int?
 
     public init(pid: Int32, updatedAtMs: UInt64, relayURL: String, relayConnected: Bool, runtime: RuntimeStatus,
-                uiURL: String? = nil, uiToken: String? = nil) {
+                uiURL: String? = nil, uiToken: String? = nil, relayProblem: String? = nil) {
         self.pid = pid
+        self.relayProblem = relayProblem
         self.updatedAtMs = updatedAtMs
         self.relayURL = relayURL
         self.relayConnected = relayConnected

@@ -148,18 +148,19 @@ public final class HomebaseRunner: Sendable {
     private func report(messenger: RelayMessenger, monitor: RuntimeMonitor, relayURL: String,
                         ui: (url: String, token: String?)?, changes: AsyncStream<Void>) async {
         let pid = ProcessInfo.processInfo.processIdentifier
-        var last: (connected: Bool, runtime: RuntimeStatus)?
+        var last: (connected: Bool, problem: String?, runtime: RuntimeStatus)?
         var changes = changes.makeAsyncIterator()
         while !Task.isCancelled {
             let connected = messenger.isConnected
+            let problem = connected ? nil : messenger.connectProblem?.description
             let runtime = monitor.current
-            if last.map({ $0.connected != connected || $0.runtime != runtime }) ?? true {
+            if last.map({ $0.connected != connected || $0.problem != problem || $0.runtime != runtime }) ?? true {
                 let status = DaemonStatus(pid: pid, updatedAtMs: Posix.wallClockMs, relayURL: relayURL,
                                           relayConnected: connected, runtime: runtime, uiURL: ui?.url,
-                                          uiToken: ui?.token)
+                                          uiToken: ui?.token, relayProblem: problem)
                 do {
                     try self.state.setDaemonStatus(status)
-                    last = (connected, runtime)
+                    last = (connected, problem, runtime)
                 } catch {
                     // Tried again in a second, change or not: the report must not stay stale.
                     self.logger.warning("Cannot write daemon status", metadata: ["error": "\(error)"])

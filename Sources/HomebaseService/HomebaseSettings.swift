@@ -162,4 +162,17 @@ extension HomebaseSettings {
     public var verifiedRuntimeIdentity: String {
         self.runtime == .ollama ? self.ollamaURL : "\(self.runtime.rawValue) \(self.ollamaURL)"
     }
+
+    /// The tags of `wanted` the runtime does not have (issue 39: `config --pin` and `grant --models` of a model
+    /// that is not installed are warned about, naming it). A tag without `:` means `:latest` and case does not
+    /// count, as in Ollama; `*` is every model, never missing.
+    public static func missingModels(_ wanted: [String], installed: [String]) -> [String] {
+        let have = Set(installed.map { Self.normalizedTag($0).lowercased() })
+        return wanted.filter { $0 != "*" && !have.contains(Self.normalizedTag($0).lowercased()) }
+    }
+
+    static func normalizedTag(_ name: String) -> String {
+        let lastSegment = name.split(separator: "/").last.map(String.init) ?? name
+        return lastSegment.contains(":") ? name : name + ":latest"
+    }
 }

@@ -14,6 +14,8 @@ public final class WebSocketClient {
         case badURL(String)
         case transport(TransportError)
         case handshake(String)
+        /// The server answered the upgrade with this HTTP status (and reason phrase) instead of 101.
+        case httpStatus(Int, String)
         case protocolError(WebSocketProtocolError)
         /// The server closed the connection with this code (nil: no close frame, just EOF).
         case closed(code: UInt16?, reason: String)
@@ -23,9 +25,25 @@ public final class WebSocketClient {
             case .badURL(let u): "not a ws:// or wss:// URL: \(u)"
             case .transport(let e): "\(e)"
             case .handshake(let s): "WebSocket handshake failed: \(s)"
+            case .httpStatus(let status, let reason): "WebSocket handshake failed: HTTP \(status) \(reason)"
             case .protocolError(let e): "WebSocket protocol error: \(e)"
             case .closed(let code, let reason): "closed by peer (\(code.map(String.init) ?? "no code"))\(reason.isEmpty ? "" : ": \(reason)")"
             }
+        }
+    }
+
+    /// What a failed connection attempt met, for the owner (`RelayConnectProblem`).
+    public static func problemCause(_ error: Error) -> RelayConnectProblem.Cause {
+        switch error {
+        case .httpStatus(let status, let reason): .httpStatus(status, reason)
+        case .transport(.connectFailed(let detail)): .unreachable(detail)
+        case .transport(.timedOut): .timedOut
+        case .transport(.tls(let detail)): .tls(detail)
+        case .transport(.closed): .closedBeforeAnswer
+        case .transport(.io(let code)): code == ECONNRESET ? .closedBeforeAnswer : .other("\(error)")
+        case .closed(let code, let reason): .loginRefused(code: code, reason: reason)
+        case .handshake(let detail): .loginRefused(code: nil, reason: detail)
+        case .badURL, .protocolError: .other("\(error)")
         }
     }
 
@@ -111,7 +129,7 @@ public final class WebSocketClient {
         switch result {
         case .failure(let e):
             stream.close()
-            throw .handshake(h.status == 101 ? "\(e)" : "HTTP \(h.status) \(h.reason)")
+            throw h.status == 101 ? .handshake("\(e)") : .httpStatus(h.status, h.reason)
         case .success(let selected):
             let client = WebSocketClient(url: url, stream: stream, selected: selected, responseHeaders: h.headers,
                                          maxMessageBytes: options.maxMessageBytes)

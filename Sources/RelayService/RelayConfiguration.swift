@@ -45,6 +45,20 @@ public struct RelayConfiguration: Sendable, Equatable {
         return name.isEmpty ? "edge" : String(name.prefix(FleetMessage.maxEdgeIDBytes))
     }
 
+    /// Descriptors the relay keeps for itself beyond one per connection (listeners, the mailbox, NATS, pipes).
+    static let reservedDescriptors = 64
+
+    /// The one line said at start when the descriptor limit (after raising the soft limit to the hard one) allows
+    /// fewer connections than `max_connections` + `max_pending_auth`: how many it allows. Nil when it allows
+    /// them all. Not a warning: nothing is wrong below that load (issue 39).
+    public static func descriptorNotice(limit: Int, limits: RelayLimits) -> String? {
+        let needed = limits.maxConnections + limits.maxPendingAuth + Self.reservedDescriptors
+        guard limit < needed else { return nil }
+        let allowed = max(0, limit - Self.reservedDescriptors)
+        return "The descriptor limit (\(limit)) allows about \(allowed) connections at once (max_connections is "
+            + "\(limits.maxConnections)); for more raise LimitNOFILE or ulimit -Hn to \(needed)"
+    }
+
     /// The keys a config file or `RELAY_<KEY>` may set, with their help text (for `--help`).
     public static let keys: [(key: String, help: String)] = [
         ("listen", "HOST:PORT for WebSocket, /healthz and /metrics (default 0.0.0.0:8080)"),
@@ -126,11 +140,14 @@ public struct RelayConfiguration: Sendable, Equatable {
     package static func parseSettings(_ text: String, path: String) throws -> [String: String] {
         var out: [String: String] = [:]
         for (n, line) in ConfigLines.entries(of: text) {
-            guard let (key, value) = ConfigLines.split(line, at: "="), !key.isEmpty, !value.isEmpty else {
+            guard let (written, value) = ConfigLines.split(line, at: "="), !written.isEmpty, !value.isEmpty else {
                 throw RelayConfigurationError("\(path):\(n): expected key = value")
             }
+            // Spelled as in --help (metrics-listen) or with underscores (metrics_listen): the same key, as for
+            // flags (issue 39).
+            let key = written.replacingOccurrences(of: "-", with: "_")
             guard Self.keys.contains(where: { $0.key == key }) else {
-                throw RelayConfigurationError("\(path):\(n): unknown key '\(key)'")
+                throw RelayConfigurationError("\(path):\(n): unknown key '\(written)'")
             }
             out[key] = value
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseCrypto
 import HomebaseNode
 import HomebaseRouter
 
@@ -24,15 +25,22 @@ struct Guest {
         }
         var options = DeviceSession.Options()
         if case .chat(let c) = command, let w = c.watchdogs { options.watchdogs = w }
+        options.relayToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let s = try DeviceSession(directory: self.directory, tool: tool, http: DeviceHTTP.standard(), options: options)
         defer { s.stop() }
         switch command {
         case .join(let host):
-            guard await s.connect() else { throw CLIError("could not connect to the relay; the join was not sent") }
+            guard host.acceptsSealedMessages else {
+                throw CLIError("\(host.hex) is not a valid key (mistyped or cut?); copy it from 'homebase id' on the "
+                               + "host; nothing was sent")
+            }
+            guard await s.connect() else { throw CLIError("\(s.connectFailure); the join was not sent") }
             let outcome = try await s.guest.join(host: host, name: s.node.name, messenger: s.messenger)
             switch outcome {
             case .receipt(.delivered): print("join sent to \(host.short) (delivered)")
-            case .receipt(.stored): print("join sent to \(host.short) (stored: the host is offline)")
+            case .receipt(.stored):
+                print("join stored for \(host.short): no device with this key is on the relay now; it gets the join "
+                      + "when its 'homebase run' connects (if that runs, check the key against 'homebase id' there)")
             default: throw CLIError("the relay refused the join (\(outcome)); try again")
             }
             print("\(host.hex) pending: 'guest status' shows the grant once the host answers")
@@ -62,7 +70,8 @@ struct Guest {
     func chat(_ c: ChatInvocation, _ s: DeviceSession) async throws {
         let records = s.joined.all()
         let host = c.host ?? records.first { $0.state == .joined }?.host ?? records.first?.host
-        if let host, await s.connect() {
+        let connected = host != nil ? await s.connect() : false
+        if let host, connected {
             await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
         }
         try s.settings.setModelSource(.external)
@@ -72,7 +81,18 @@ struct Guest {
         } else {
             try s.settings.setExternalSelection(nil)
         }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
+        var answer = await Console.ask(s, ChatRequest(messages: [.user(c.prompt ?? "")], options: ChatOptions(think: c.think)), c)
+        if answer.result.fallback != nil, host != nil, !connected {
+            answer.note = "answered on-device: \(s.connectFailure)"
+        } else if answer.result.fallback != nil, let host, let record = s.joined.record(for: host),
+                  record.state == .pending {
+            answer.note = ChatOutput.waitingNote(host: record.name ?? host.short, sentMs: s.guest.joinSentMs(host),
+                                                 nowMs: s.clock())
+        } else if answer.result.fallback != nil, host == nil {
+            answer.note = "answered on-device: no host joined yet; 'guest join HOST_PK' first"
+        } else {
+            answer.note = ChatOutput.fallbackNote(answer.result.fallback)
+        }
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {
@@ -80,6 +100,7 @@ struct Guest {
             if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
             print(answer.result.text)
         }
+        Console.printNote(answer, c)
     }
 }
 

@@ -33,6 +33,7 @@ struct Handset {
     func open(watchdogs: InferenceClientStateMachine.Watchdogs? = nil) throws -> DeviceSession {
         var options = DeviceSession.Options()
         if let watchdogs { options.watchdogs = watchdogs }
+        options.relayToken = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         return try DeviceSession(directory: self.directory, tool: tool, http: DeviceHTTP.standard(), options: options)
     }
 
@@ -42,7 +43,7 @@ struct Handset {
         try NodeState(path: self.directory.databasePath).setRelayURL(code.relayURL)
         let session = try self.open()
         defer { session.stop() }
-        guard await session.connect() else { throw CLIError("could not connect to the relay at \(code.relayURL)") }
+        guard await session.connect() else { throw CLIError(session.connectFailure) }
         let roster: RosterPayload
         do {
             roster = try await session.account.pair(code: code, name: session.node.name, messenger: session.messenger)
@@ -58,7 +59,8 @@ struct Handset {
         case .route(let json):
             DeviceReport.printRoute(s, json: json)
         case .status(let json, let offline):
-            if !offline, let homebase = s.account.homebase, await s.connect(timeout: .seconds(2)) {
+            // Connect even unpaired: status then says whether the relay can be used, and why not.
+            if !offline, await s.connect(timeout: .seconds(2)), let homebase = s.account.homebase {
                 await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
             }
             DeviceReport.printHandsetStatus(s, json: json)
@@ -131,13 +133,18 @@ struct Handset {
 
     func chat(_ c: ChatInvocation, _ s: DeviceSession) async throws {
         let tools = try c.toolsPath.map { try ChatOutput.loadTools(path: $0) } ?? []
-        if s.account.isPaired || !s.joined.all().isEmpty, await s.connect() {
+        let wantsRelay = s.account.isPaired || !s.joined.all().isEmpty
+        let connected = wantsRelay ? await s.connect() : false
+        if connected {
             if let homebase = s.account.homebase {
                 await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
             }
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }
-        let answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
+        var answer = await Console.ask(s, ChatRequest(messages: [.user(prompt)], tools: tools, options: ChatOptions(think: c.think)), c)
+        // Not on the relay at all: why, from what the connection met (a refused token, a wrong URL).
+        answer.note = answer.result.fallback != nil && wantsRelay && !connected
+            ? "answered on-device: \(s.connectFailure)" : ChatOutput.fallbackNote(answer.result.fallback)
         if c.json {
             CLI.printJSON(answer.json)
         } else if !c.stream {
@@ -145,6 +152,7 @@ struct Handset {
             if let thought = answer.result.reasoning { Console.err("[reasoning] " + thought) }
             print(answer.result.text)
         }
+        Console.printNote(answer, c)
     }
 }
 

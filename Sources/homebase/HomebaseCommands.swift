@@ -73,7 +73,8 @@ struct HomebaseCommands {
         if self.args.flag("json") {
             var o: [String: Any] = [
                 "device": pk.hex, "relay": settings.relayURL, "daemon_running": daemon != nil,
-                "relay_connected": daemon?.relayConnected ?? false, "ollama": settings.ollamaURL,
+                "relay_connected": daemon?.relayConnected ?? false, "relay_problem": daemon?.relayProblem as Any,
+                "ollama": settings.ollamaURL,
                 "runtime": [
                     "kind": settings.runtime.rawValue,
                     "parallelism": daemon?.runtimeParallelism as Any,
@@ -89,7 +90,8 @@ struct HomebaseCommands {
             return
         }
         print("device   \(pk.hex)")
-        print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running)" : daemon!.relayConnected ? "connected" : "not connected")")
+        print("relay    \(settings.relayURL)  \(daemon == nil ? "(daemon not running; start 'homebase run')" : daemon!.relayConnected ? "connected" : "not connected")")
+        if let d = daemon, !d.relayConnected, let problem = d.relayProblem { print("         \(problem)") }
         let verified = self.state.verifiedEndpoint() == settings.verifiedRuntimeIdentity
         if let d = daemon {
             print("runtime  \(settings.ollamaURL)  \(verified ? "verified" : "not verified")  \(d.runtimeAvailable ? "available" : "unavailable")  \(d.runtimeVersion.map { "\(settings.runtime == .ollama ? "ollama" : "build") \($0)" } ?? "")\(settings.runtime == .ollama ? "" : "  (\(settings.runtime.rawValue)\(d.runtimeParallelism.map { ", \($0) parallel" } ?? ""))")")
@@ -114,26 +116,34 @@ struct HomebaseCommands {
 
     func models() async throws {
         let shared = try self.state.settings().sharedCloudModels
-        var models: [DaemonStatus.Model]
+        let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
+        var loaded: Set<String>?
+        func direct(_ m: OllamaInstalledModel) async -> DaemonStatus.Model {
+            if loaded == nil { loaded = Set((try? await client.ps())?.map(\.name) ?? []) }
+            // A cloud stub's show goes to ollama.com: not asked.
+            let info = m.isCloud ? nil : try? await client.show(m.name)
+            return DaemonStatus.Model(
+                tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
+                capabilities: info?.capabilities ?? m.capabilities ?? [], contextLength: info?.contextLength,
+                loaded: loaded?.contains(m.name) ?? false, cloud: m.isCloud)
+        }
+        var models: [DaemonStatus.Model] = []
         if let d = self.state.liveDaemonStatus() {
             models = d.models
+            // The daemon's view lags a pull (or an rm) by up to its re-probe interval (issue 39): Ollama, next to
+            // us, says what is installed now; the daemon's richer entries stay for the models it knows.
+            if try self.state.settings().runtime == .ollama, let tags = try? await client.tags() {
+                let names = Set(tags.map(\.name))
+                models.removeAll { !names.contains($0.tag) }
+                for m in tags where !models.contains(where: { $0.tag == m.name }) { models.append(await direct(m)) }
+            }
         } else if try self.state.settings().runtime == .openAICompatible {
             // No daemon: ask the server directly, so the command works either way.
             let url = try self.state.settings().ollamaURL
             models = try await OpenAICompatibleClient(endpoint: url, http: HTTPClient()).snapshot().models
         } else {
             // No daemon: ask Ollama directly, so the command works either way.
-            let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
-            let loaded = Set((try? await client.ps())?.map(\.name) ?? [])
-            models = []
-            for m in try await client.tags() {
-                // A cloud stub's show goes to ollama.com: not asked.
-                let info = m.isCloud ? nil : try? await client.show(m.name)
-                models.append(DaemonStatus.Model(
-                    tag: m.name, family: m.family, parameterSize: m.parameterSize, quantization: m.quantization,
-                    capabilities: info?.capabilities ?? m.capabilities ?? [], contextLength: info?.contextLength,
-                    loaded: loaded.contains(m.name), cloud: m.isCloud))
-            }
+            for m in try await client.tags() { models.append(await direct(m)) }
         }
         if self.args.flag("json") {
             CLI.printJSON(models.map { m in
@@ -195,7 +205,34 @@ struct HomebaseCommands {
         print(renderer.successLine(atMs: Posix.monotonicMs))
     }
 
-    func grant(_ guestHex: String) throws {
+    /// The runtime's model tags: the running daemon's last view, else Ollama asked directly; nil when neither
+    /// answers (then nothing can be said about a tag).
+    func installedModels() async -> [String]? {
+        if let d = self.state.liveDaemonStatus(), d.runtimeAvailable { return d.models.map(\.tag) }
+        guard let url = try? self.state.settings().ollamaURL else { return nil }
+        var configuration = OllamaManagementClient.Configuration()
+        configuration.connectTimeout = .seconds(2)
+        configuration.requestTimeout = .seconds(5)
+        let client = OllamaManagementClient(endpoint: url, http: HTTPClient(), configuration: configuration)
+        return (try? await client.tags())?.map(\.name)
+    }
+
+    /// One `warning:` line on stderr per tag the runtime does not have (the change is still made: a model may
+    /// be pulled later).
+    func warnMissing(_ tags: [String], what: String) async {
+        guard !tags.isEmpty, !(tags == ["*"]) else { return }
+        guard let installed = await self.installedModels() else {
+            CLI.warn("could not ask Ollama which models it has, so \(tags.joined(separator: ", ")) went unchecked "
+                     + "(is Ollama running? 'homebase status' says)")
+            return
+        }
+        for tag in HomebaseSettings.missingModels(tags, installed: installed) {
+            CLI.warn("Ollama has no model '\(tag)' (\(what)); 'homebase models' lists what it has, "
+                     + "'homebase pull \(tag)' downloads it")
+        }
+    }
+
+    func grant(_ guestHex: String) async throws {
         let guest = try Self.guestKey(guestHex)
         let models: GrantPayload.GrantedModels
         if let list = self.args.value("models") {
@@ -215,7 +252,14 @@ struct HomebaseCommands {
             guard let ms = Self.durationMs(e) else { throw UsageError("--expires takes a duration like 30m, 12h or 7d, not '\(e)'") }
             expiresAt = now + ms
         }
-        let (grant, _) = try GuestRegistry(state: self.state).grant(guest: guest, models: models, expiresAt: expiresAt,
+        let registry = try GuestRegistry(state: self.state)
+        let known = try registry.guests(nowMs: now).contains { $0.pubkey == guest.hex }
+        if !known {
+            CLI.warn("\(guest.short) never asked to join; the grant is kept and sent, and it takes effect once "
+                     + "that device runs 'guest join \(try self.state.deviceKey().publicKey.hex)'")
+        }
+        if case .only(let tags) = models { await self.warnMissing(tags, what: "granted anyway") }
+        let (grant, _) = try registry.grant(guest: guest, models: models, expiresAt: expiresAt,
                                                                      nowMs: now)
         let scope = { () -> String in
             if case .only(let tags) = grant.models { return tags.joined(separator: ", ") }
@@ -239,6 +283,7 @@ struct HomebaseCommands {
     /// running daemon applies the change within a second.
     func config() async throws {
         try self.args.expectPositionals(atMost: 1)
+        let endpoints = try await self.checkedEndpoints()
         var edits: [HomebaseSettings.Edit] = []
         do throws(HomebaseSettings.EditError) {
             if let pin = self.args.value("pin") { edits.append(.pin(try HomebaseSettings.parseModelList(pin))) }
@@ -258,20 +303,33 @@ struct HomebaseCommands {
         var settings = try self.state.settings()
         var runtimeChanged = false
         if self.args.value("runtime") != nil || self.args.value("endpoint") != nil {
+            if endpoints.ollama != nil { throw UsageError("give either --ollama URL or --runtime/--endpoint, not both") }
             // Test-before-persist, as at init: a runtime that cannot complete one token is not stored.
             let verified = try await RuntimeSetup.verify(kindArgument: self.args.value("runtime"),
                                                          endpoint: self.args.value("endpoint") ?? settings.ollamaURL)
             edits.append(.runtime(verified.kind, endpoint: verified.endpoint))
             runtimeChanged = true
         }
-        if !edits.isEmpty {
+        let moved = (endpoints.relay.map { $0 != settings.relayURL } ?? false)
+            || (endpoints.ollama.map { $0.url != settings.ollamaURL || settings.runtime != .ollama } ?? false)
+            || runtimeChanged
+        if !edits.isEmpty || endpoints.relay != nil || endpoints.ollama != nil {
             do throws(HomebaseSettings.EditError) {
                 settings = try settings.applying(edits)
             } catch {
                 throw UsageError(error.description)
             }
+            if let relay = endpoints.relay { settings.relayURL = relay }
+            if let ollama = endpoints.ollama {
+                settings.ollamaURL = ollama.url
+                settings.runtime = .ollama
+                try self.state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity)
+            }
             try self.state.setSettings(settings)
             if runtimeChanged { try self.state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity) }
+            if let pins = self.args.value("pin"), !pins.isEmpty {
+                await self.warnMissing(settings.pinnedModels, what: "pinned anyway")
+            }
         }
         if self.args.flag("json") {
             let encoder = JSONEncoder()
@@ -287,11 +345,36 @@ struct HomebaseCommands {
         print("max queued      \(settings.maxQueuedRequests)")
         print("runtime parallel \(settings.runtimeParallel)")
         print("shared cloud    \(settings.sharedCloudModels.isEmpty ? "(none)" : settings.sharedCloudModels.joined(separator: ","))")
-        if runtimeChanged, self.state.daemonIsRunning {
-            print("saved; restart 'homebase run' to serve from the new runtime")
-        } else if !edits.isEmpty {
+        if moved && self.state.daemonIsRunning {
+            print("saved; restart 'homebase run' to use the new relay or runtime")
+        } else if !edits.isEmpty || endpoints.relay != nil || endpoints.ollama != nil {
             print(self.state.daemonIsRunning ? "saved; the running daemon applies it within a second" : "saved; 'homebase run' uses it")
         }
+    }
+
+    /// `config --relay URL` and `--ollama URL`, each checked before anything is kept (issue 39): the relay must
+    /// accept the WebSocket upgrade (with `HOMEBASE_RELAY_TOKEN` when set), Ollama must pass test-before-persist
+    /// (seed 000 §4). A failure is one line saying what the check met; nothing is saved.
+    func checkedEndpoints() async throws -> (relay: String?, ollama: (url: String, version: String?)?) {
+        var relay: String?
+        if let given = self.args.value("relay") {
+            let url = try DeviceCommandLine.relayURL(given)
+            let token = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+            if let problem = RelayProbe.check(url: url, token: token) {
+                throw CLIError("\(problem); nothing was saved")
+            }
+            relay = url
+        }
+        var ollama: (url: String, version: String?)?
+        if let given = self.args.value("ollama") {
+            do {
+                let status = try await OllamaRuntimeVerifier(http: HTTPClient()).verify(endpoint: given)
+                ollama = (status.endpoint ?? given, status.version)
+            } catch let error as RuntimeVerificationError {
+                throw CLIError("\(given) failed the check: \(error); nothing was saved")
+            }
+        }
+        return (relay, ollama)
     }
 
     func guests() throws {

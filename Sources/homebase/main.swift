@@ -11,6 +11,7 @@ let usage = """
     Usage: homebase [--state DIR] COMMAND
 
       init --relay URL [--ollama URL] [--name NAME]   create keys and state; prints the device public key
+                                                      (again: changes only what it is given)
         [--runtime ollama|openai-compatible|auto] [--endpoint URL]
                                                       a runtime other than Ollama: any OpenAI-compatible
                                                       server (llama-server, LM Studio, vLLM…); without
@@ -27,9 +28,10 @@ let usage = """
       grant GUEST_PK [--models a,b] [--expires DURATION]   let a friend's device use models (e.g. --expires 7d)
       revoke GUEST_PK                                 withdraw a grant (effective on the next request)
       guests [--json]                                 pending joins, granted and revoked guests
-      config [--pin a,b] [--max-concurrent N] [--max-queued N] [--runtime-parallel N]
-             [--share-cloud a,b] [--json]
-                                                      show or change settings: models kept loaded
+      config [--relay URL] [--ollama URL] [--pin a,b] [--max-concurrent N] [--max-queued N]
+             [--runtime-parallel N] [--share-cloud a,b] [--json]
+                                                      show or change settings: the relay and Ollama
+                                                      (each checked before it is kept), models kept loaded
                                                       (--pin '' for none), requests streamed at once
                                                       (1-64, default 4) and queued beyond (0-1024, 16),
                                                       requests the runtime runs at once per model
@@ -40,8 +42,9 @@ let usage = """
       config --runtime ollama|openai-compatible|auto [--endpoint URL]
                                                       switch the runtime (verified first, as at init)
 
-    State: --state DIR, else $HOMEBASE_STATE, else $XDG_DATA_HOME/homebase/homebase.
-    Environment: HOMEBASE_RELAY_TOKEN (relay access token), HOMEBASE_UI_TOKEN (--ui-token),
+    State: --state DIR, else $HOMEBASE_STATE/homebase, else $XDG_DATA_HOME/homebase/homebase.
+    Environment: HOMEBASE_RELAY_TOKEN (relay access token; or ?token=T in the relay URL),
+    HOMEBASE_UI_TOKEN (--ui-token),
     HOMEBASE_LOG_LEVEL (default info).
     """
 
@@ -67,10 +70,17 @@ await CLI.main(tool: "homebase") {
     let logger = Logger(label: "homebase", level: level, sink: StderrSink())
     if command == "init" {
         try args.expectPositionals(atMost: 1)
-        guard let relay = args.value("relay") else { throw UsageError("init needs --relay URL") }
-        guard RelayURL(relay) != nil else { throw UsageError("'\(relay)' is not a ws:// or wss:// URL") }
-        var ollama = args.value("ollama") ?? HomebaseSettings.defaultOllamaURL
-        guard RelayURL(ollama) != nil else { throw UsageError("'\(ollama)' is not an http:// URL") }
+        try dir.requireOwnedByTool()
+        let existing = dir.exists ? try HomebaseState(path: dir.databasePath) : nil
+        let previous = try? existing?.settings()
+        // Running init again keeps what it is not told to change: the relay, the runtime and the name too.
+        guard let relay = args.value("relay") ?? previous?.relayURL else { throw UsageError("init needs --relay URL") }
+        let relayURL = try DeviceCommandLine.relayURL(relay)
+        var ollama = args.value("ollama") ?? previous?.ollamaURL ?? HomebaseSettings.defaultOllamaURL
+        guard ollama.hasPrefix("http://") || ollama.hasPrefix("https://"), RelayURL(ollama) != nil else {
+            throw UsageError("'\(ollama)' is not an http:// or https:// URL (e.g. http://127.0.0.1:11434)")
+        }
+        var runtimeKind = args.value("ollama") != nil ? .ollama : previous?.runtime ?? .ollama
         // A runtime other than Ollama (or one to detect) is verified before anything is stored.
         var verifiedRuntime: (kind: RuntimeKind, endpoint: String)?
         if args.value("runtime") != nil || args.value("endpoint") != nil {
@@ -78,14 +88,13 @@ await CLI.main(tool: "homebase") {
             verifiedRuntime = try await RuntimeSetup.verify(kindArgument: args.value("runtime"),
                                                             endpoint: args.value("endpoint"))
             ollama = verifiedRuntime!.endpoint
+            runtimeKind = verifiedRuntime!.kind
         }
         try dir.create()
-        let state = try HomebaseState(path: dir.databasePath)
-        let previous = try? state.settings()
+        let state = try existing ?? HomebaseState(path: dir.databasePath)
         let name = args.value("name") ?? previous?.deviceName
             ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
-        var settings = HomebaseSettings(relayURL: relay, ollamaURL: ollama, deviceName: name,
-                                        runtime: verifiedRuntime?.kind ?? .ollama)
+        var settings = HomebaseSettings(relayURL: relayURL, ollamaURL: ollama, deviceName: name, runtime: runtimeKind)
         if let previous {
             // Running init again changes where to connect, not what the owner configured.
             settings.pinnedModels = previous.pinnedModels
@@ -113,7 +122,7 @@ await CLI.main(tool: "homebase") {
             .createPairingCode(relayURL: try state.settings().relayURL, nowMs: Posix.wallClockMs)
         print("Pairing code (valid 10 minutes, single use). On the handset run: handset pair '<code>'")
         print(code)
-    case "grant": try commands.grant(try args.positional(1, "GUEST_PK"))
+    case "grant": try await commands.grant(try args.positional(1, "GUEST_PK"))
     case "revoke": try commands.revoke(try args.positional(1, "GUEST_PK"))
     case "guests": try commands.guests()
     case "config": try await commands.config()

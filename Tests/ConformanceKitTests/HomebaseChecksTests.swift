@@ -109,7 +109,14 @@ import Testing
                     Issue.record("grant failed: \(error)")
                 }
             }
-            o.revoke = { try GuestRegistry(state: state).revoke(guest: guest, nowMs: Posix.wallClockMs) }
+            if speaksV2 {
+                o.revoke = { try GuestRegistry(state: state).revoke(guest: guest, nowMs: Posix.wallClockMs) }
+            } else {
+                // --revoke-cmd as an owner types it without knowing the key in advance (issue 39): the built
+                // `homebase` binary on the host's state, `{guest}` filled in by the checks.
+                let homebase = Bundle.main.bundleURL.appendingPathComponent("homebase").path
+                o.revokeCommand = "'\(homebase)' --state '\(system.directory)' revoke {guest}"
+            }
             let runner = CheckRunner(emit: nil)
             let started = ContinuousClock.now
             await HomebaseChecks.run(o, into: runner)
@@ -177,12 +184,36 @@ import Testing
              "--token", "t", "--revoke-cmd", "true", "--insecure", "--v1-only"]))
         #expect(o.host.hex == hex && o.relayURL == "ws://r/v1/relay" && o.stateDirectory == "/tmp/x")
         #expect(o.waitGrant == .seconds(5) && o.model == "m:1" && o.token == "t" && o.insecureSkipVerify)
-        #expect(o.revoke != nil && !o.speaksV2)
+        #expect(o.revokeCommand == "true" && !o.speaksV2)
         // No relay, a bad key, a bad number, a flag without its value, an unknown flag.
         for bad in [[hex], ["nothex", "--relay", "ws://r"], [hex, "--relay", "ws://r", "--wait-grant", "0"],
                     [hex, "--relay"], [hex, "--relay", "ws://r", "--bogus", "1"], [String]()] {
             #expect(ConformanceCommand.homebaseOptions(bad) == nil, "\(bad)")
         }
+    }
+
+    @Test func aV1OnlyRunWithAKeyThatSpokeV2SaysSoAtOnce() async throws {
+        let dir = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let host = SigningSecretKey.generate().publicKey
+        var o = HomebaseCheckOptions(host: host, relayURL: "ws://127.0.0.1:9/v1/relay")
+        o.stateDirectory = dir
+        #expect(HomebaseChecks.downgradeProblem(o) == nil)
+        _ = try HomebaseChecks.identity(stateDirectory: dir)
+        HomebaseChecks.noteSpeaksV2(o)
+        #expect(HomebaseChecks.downgradeProblem(o) == nil, "a v2 run is fine")
+        o.speaksV2 = false
+        let notices = Lines()
+        o.notice = { notices.append($0) }
+        let runner = CheckRunner(emit: nil)
+        let started = ContinuousClock.now
+        await HomebaseChecks.run(o, into: runner)
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let expected = "the key in \(dir) ran as a v2 guest, and a host drops v1 inference from a key it saw speak "
+            + "v2 (the downgrade rule, Protocol/envelope.md §7.8); run --v1-only with a fresh --state DIR (or none)"
+        #expect(notices.all == [expected])
+        #expect(runner.report.results.first?.line == "FAIL grant-signature: \(expected)")
+        #expect(runner.report.exitCode != 0)
     }
 
     @Test func aFailingRevokeCommandThrows() async {

@@ -149,3 +149,40 @@ extension VectorFileTests {
                                            signer: other.publicKey) == "malformed")
     }
 }
+
+/// Issue 39: `conformance vectors` without a DIR checks the copies built into the binary, so it works from any
+/// folder. They must be the fixtures byte for byte (tools/vectors/embed writes them).
+@Suite struct EmbeddedVectorTests {
+    @Test func theBuiltInVectorsAreTheFixtures() throws {
+        for name in VectorChecks.fileNames {
+            let fixture = try Data(contentsOf: URL(fileURLWithPath: VectorFileTests.fixtures + "/" + name))
+            #expect(VectorChecks.embedded(name) == fixture, "\(name) is stale: run tools/vectors/embed")
+        }
+    }
+
+    @Test func withoutADirTheBuiltInVectorsAllPass() async throws {
+        // (The binary run from an empty folder is FirstHourTests' conformanceAnywhere.)
+        let lines = LineSink()
+        let code = await ConformanceCommand.run(["vectors"], output: lines.append)
+        #expect(code == 0, "\(lines.lines.filter { $0.hasPrefix("FAIL") })")
+        #expect(lines.lines.first?.hasPrefix("vectors built into this binary") == true)
+        #expect(lines.lines.last?.hasSuffix(" passed, 0 failed") == true || lines.lines.last?.contains("0 failed,") == true,
+                "\(lines.lines.last ?? "")")
+    }
+
+    @Test func aFolderWithoutVectorsSaysWhichFolderToPass() async throws {
+        let lines = LineSink()
+        let code = await ConformanceCommand.run(["vectors", "/nonexistent-dir"], output: lines.append)
+        #expect(code == 1)
+        #expect(lines.lines.contains("FAIL relay-frames/load: cannot read /nonexistent-dir/relay-frames.json; pass the "
+                                     + "folder holding the vector files (conformance vectors DIR), or no DIR for the "
+                                     + "ones built in"), "\(lines.lines)")
+    }
+
+    @Test func helpExitsZero() async {
+        let lines = LineSink()
+        #expect(await ConformanceCommand.run(["--help"], output: lines.append) == 0)
+        #expect(lines.lines.first?.hasPrefix("usage: conformance vectors [DIR]") == true)
+        #expect(await ConformanceCommand.run([], output: lines.append) == 2)
+    }
+}

@@ -82,7 +82,26 @@ private struct PairingRig {
         await #expect(throws: PairingFailure.homebaseOffline) {
             try await rig.account.pair(code: rig.code, name: "phone", messenger: rig.handset, timeout: .seconds(30))
         }
-        #expect(PairingFailure.homebaseOffline.description == "the Homebase is not connected to the relay")
+        #expect(PairingFailure.homebaseOffline.description.hasPrefix(
+            "the Homebase in the code is not on the relay: start 'homebase run' on it"))
+    }
+
+    @Test func aMistypedKeyInTheCodeIsCalledATypoBeforeAnythingIsSent() async throws {
+        let rig = PairingRig { _ in nil }
+        defer { rig.cancel() }
+        // A typo that leaves no valid Ed25519 point (libsodium refuses it): found locally, nothing sent.
+        var bytes = rig.code.homebase.bytes
+        var mistyped = rig.code
+        for i in 0..<256 {
+            bytes[5] = UInt8(i)
+            let key = PublicKey(bytes: bytes)!
+            if !key.acceptsSealedMessages { mistyped.homebase = key; break }
+        }
+        #expect(!mistyped.homebase.acceptsSealedMessages && rig.code.homebase.acceptsSealedMessages)
+        await #expect(throws: PairingFailure.mistypedKey) {
+            try await rig.account.pair(code: mistyped, name: "phone", messenger: rig.handset, timeout: .seconds(30))
+        }
+        #expect(PairingFailure.mistypedKey.description.contains("mistyped or cut"))
     }
 
     @Test func silenceTimesOut() async throws {

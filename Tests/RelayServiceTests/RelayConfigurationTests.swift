@@ -93,3 +93,27 @@ import Testing
         }
     }
 }
+
+/// Issue 39: a config file key is spelled as in --help or with underscores; the descriptor limit is said once,
+/// as the connections it allows, and only when it allows fewer than configured.
+@Suite struct RelayFirstHourConfigurationTests {
+    @Test func aFileKeyMayBeSpelledAsInHelp() throws {
+        let dashed = try RelayConfiguration.parseSettings("metrics-listen = 127.0.0.1:9090\nlog-level = debug\n",
+                                                          path: "relay.conf")
+        #expect(dashed == ["metrics_listen": "127.0.0.1:9090", "log_level": "debug"])
+        #expect(try RelayConfiguration.parseSettings("metrics_listen = 127.0.0.1:9090\n", path: "relay.conf")
+                == ["metrics_listen": "127.0.0.1:9090"])
+        #expect(throws: RelayConfigurationError.self) {
+            try RelayConfiguration.parseSettings("metrics-lisen = 127.0.0.1:9090\n", path: "relay.conf")
+        }
+    }
+
+    @Test func theDescriptorNoticeNamesTheConnectionsItAllows() {
+        let limits = RelayLimits()
+        let needed = limits.maxConnections + limits.maxPendingAuth + RelayConfiguration.reservedDescriptors
+        #expect(RelayConfiguration.descriptorNotice(limit: needed, limits: limits) == nil)
+        #expect(RelayConfiguration.descriptorNotice(limit: 20_000, limits: limits) ==
+                "The descriptor limit (20000) allows about 19936 connections at once (max_connections is "
+                + "\(limits.maxConnections)); for more raise LimitNOFILE or ulimit -Hn to \(needed)")
+    }
+}

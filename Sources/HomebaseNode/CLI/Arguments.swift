@@ -80,6 +80,12 @@ public enum CLI {
         FileHandle.standardError.write(Data("\(tool): \(message)\n".utf8))
     }
 
+    /// A `TOOL: warning: …` line on stderr: the command still did what it was asked, but it cannot work yet.
+    public static func warn(_ message: String) {
+        let tool = (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "homebase"
+        FileHandle.standardError.write(Data("\(tool): warning: \(message)\n".utf8))
+    }
+
     /// Runs `body`, mapping errors to the exit codes of system.md (1 failure, 64 usage).
     public static func main(tool: String, _ body: () async throws -> Void) async -> Never {
         do {

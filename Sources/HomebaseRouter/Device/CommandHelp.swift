@@ -21,7 +21,7 @@ public struct CommandHelp: Sendable, Equatable {
         }
         lines.append("")
         lines.append("Options for every command:")
-        lines.append("  --state DIR   where the device keeps its state (default $HOMEBASE_STATE, else")
+        lines.append("  --state DIR   where the device keeps its state (default $HOMEBASE_STATE/\(tool), else")
         lines.append("                $XDG_DATA_HOME/homebase/\(tool), else ~/.local/share/homebase/\(tool))")
         lines.append("  --help        show this help")
         if !notes.isEmpty {

@@ -28,6 +28,12 @@ public enum Console {
 
     /// Answers one request. With `stream` (and not `json`), text is printed as it arrives; a fallback after
     /// partial output prints `ChatOutput.restartMarker` on stderr, then the fallback's answer.
+    /// Prints a plain (not `--json`) answer's note as one dim line on stderr, under the answer.
+    public static func printNote(_ answer: ChatAnswer, _ c: ChatInvocation) {
+        guard !c.json, let note = answer.note else { return }
+        Self.err(ChatOutput.dim(note, terminal: isatty(STDERR_FILENO) != 0))
+    }
+
     public static func ask(_ session: DeviceSession, _ request: ChatRequest, _ c: ChatInvocation) async -> ChatAnswer {
         guard c.stream && !c.json else { return await session.chat(request, model: c.model) }
         let thinking = ThinkingLine()
@@ -94,6 +100,7 @@ public enum DeviceReport {
         out["name"] = s.node.name
         out["relay"] = (try? s.node.relayURL()) ?? NSNull()
         out["connected"] = s.messenger.isConnected
+        out["relay_problem"] = s.relayProblem ?? NSNull()
         out["homebase"] = s.account.homebase?.hex ?? NSNull()
         out["account"] = s.account.accountKey?.hex ?? NSNull()
         if let roster = s.account.roster {
@@ -117,6 +124,7 @@ public enum DeviceReport {
         if json { return CLI.printJSON(st) }
         print("device    \(s.publicKey.hex) (\(s.node.name))")
         print("relay     \((try? s.node.relayURL()) ?? "-")" + (s.messenger.isConnected ? " (connected)" : ""))
+        if let problem = s.relayProblem { print("          \(problem)") }
         print("homebase  \(s.account.homebase?.hex ?? "not paired")")
         if let roster = s.account.roster {
             print("roster    version \(roster.version): "
@@ -137,6 +145,7 @@ public enum DeviceReport {
         out["device"] = s.publicKey.hex
         out["relay"] = (try? s.node.relayURL()) ?? NSNull()
         out["connected"] = s.messenger.isConnected
+        out["relay_problem"] = s.relayProblem ?? NSNull()
         out["hosts"] = s.joined.all().map { r -> [String: Any] in
             ["pubkey": r.host.hex, "name": r.name ?? NSNull(), "state": r.state.rawValue,
              "models": r.models.map(\.tag), "last_heard": r.lastHeardMs,
@@ -148,6 +157,7 @@ public enum DeviceReport {
     public static func printGuestStatus(_ s: DeviceSession, json: Bool) {
         if json { return CLI.printJSON(Self.guestStatus(s)) }
         print("device  \(s.publicKey.hex)")
+        if let problem = s.relayProblem { print("relay   \(problem)") }
         let hosts = s.joined.all()
         if hosts.isEmpty { print("no hosts; ask one with 'guest join HOST_PK'") }
         for r in hosts {

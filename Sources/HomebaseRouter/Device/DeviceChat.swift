@@ -13,6 +13,9 @@ public struct ChatAnswer: Sendable {
     /// The envelope version the answer came in, for an answer from a Homebase (Protocol/envelope.md §7): 2 on
     /// a forward-secret session, 1 with a v1-only host.
     public var envelope: Int?
+    /// Why the answer did not come from where the device was pointed, in words (issue 39): printed as one dim
+    /// line under a plain answer and as `note` in `--json`. Nil when nothing fell back.
+    public var note: String?
 
     /// Completion tokens per second after the first text (from reported usage, else counted words).
     public var tokensPerSecond: Double? {
@@ -40,12 +43,48 @@ public struct ChatAnswer: Sendable {
         if let e = self.envelope { out["envelope"] = e }
         // A reasoning model's thinking, apart from the answer (null when there was none).
         out["reasoning"] = self.result.reasoning ?? NSNull()
+        if let n = self.note { out["note"] = n }
         return out
     }
 }
 
 /// What a streaming CLI prints around a chat.
 public enum ChatOutput {
+    /// Why the answer fell back, in one line that says what to do (issue 39); nil without a fallback. Pure.
+    public static func fallbackNote(_ fallback: Fallback?) -> String? {
+        guard let f = fallback else { return nil }
+        let why: String
+        switch f.reason {
+        case .offline: why = "the Homebase is not reachable; is 'homebase run' running there?"
+        case .noModelSelected: why = "no model is selected; pick one with 'handset config model TAG'"
+        case .notJoined: why = "the host has not granted you yet ('guest status' shows when it does)"
+        case .revoked: why = "the host revoked your access"
+        case .noModels: why = "the Homebase has no models; 'homebase pull MODEL' there"
+        case .staleAdvert: why = "no recent word from the Homebase; is 'homebase run' running there?"
+        case .noEndpoint: why = "no Homebase paired and no endpoint verified; 'handset pair CODE' first"
+        case .noKey: why = "the selected cloud has no key; 'handset key add PROVIDER KEY'"
+        case .acceptTimeout, .firstOutputTimeout, .stall:
+            why = "the Homebase did not answer in time (\(f.reason.rawValue))"
+        case .tools: why = "a request with tools is answered on this device"
+        case .deviceModelFailed: why = "the device model failed; 'handset models state' shows why"
+        default: why = f.reason.rawValue.hasPrefix("error:") ? "the answer failed (\(f.reason.rawValue))" : f.reason.rawValue
+        }
+        return "answered on-device: \(why)"
+    }
+
+    /// The guest's note while its join waits for the host (`sentMs`: when the join went out, if known).
+    public static func waitingNote(host: String, sentMs: UInt64?, nowMs: UInt64) -> String {
+        guard let sentMs, nowMs >= sentMs else { return "answered on-device: waiting for \(host) to grant you" }
+        let minutes = (nowMs - sentMs) / 60_000
+        let ago = minutes == 0 ? "less than a minute" : minutes == 1 ? "1 min" : "\(minutes) min"
+        return "answered on-device: waiting for \(host) to grant you (join sent \(ago) ago)"
+    }
+
+    /// `line` dimmed when stderr is a terminal, plain otherwise.
+    public static func dim(_ line: String, terminal: Bool) -> String {
+        terminal ? "\u{1B}[2m\(line)\u{1B}[0m" : line
+    }
+
     /// The stderr line printed when a fallback restarts an answer that had begun streaming.
     public static func restartMarker(_ reason: FallbackReason) -> String {
         "[fallback: \(reason.rawValue) — answering on-device]"

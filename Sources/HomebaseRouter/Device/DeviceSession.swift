@@ -193,6 +193,19 @@ public final class DeviceSession: Sendable {
         return true
     }
 
+    /// Why the relay could not be used, when a connection was tried and failed (nil otherwise).
+    public var relayProblem: String? {
+        self.messenger.isConnected ? nil : self.relay?.connectProblem?.description
+    }
+
+    /// Why `connect` failed, in one line from what the last attempt met (issue 39): the same text the daemon
+    /// logs and `homebase status` shows.
+    public var connectFailure: String {
+        if let problem = self.relay?.connectProblem { return problem.description }
+        let url = ((try? self.node.relayURL()) ?? "").split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+        return "no answer from the relay at \(url) in time; is it running, and is the URL right?"
+    }
+
     /// Stops the link (if it was started), then the response router. The link's stop waits for its thread, so
     /// every message it accepted has been handled (`InferenceResponseRouter.routeInline`) when this returns.
     public func stop() {

@@ -30,7 +30,8 @@ public enum GuestCommand: Sendable, Equatable {
         commands: commands,
         notes: ["status connects for up to ~2 s to receive grants that arrived meanwhile (--offline skips that).",
                 "chat --json prints {\"text\",\"route\",\"provider\",\"model\",\"fallback\"}.",
-                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs."])
+                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs.",
+                "HOMEBASE_RELAY_TOKEN=T (or ?token=T at the end of the relay URL) when the relay needs an access token."])
 
     static let specs: [DeviceCommandLine.Spec] = [
         .init(["init"], values: ["relay", "name"]),

@@ -23,6 +23,12 @@ public struct GuestMemberships: Sendable {
     public enum Key {
         static func scope(_ host: PublicKey) -> String { "grant.models." + host.hex }
         static func advertSeq(_ host: PublicKey) -> String { "advert.seq." + host.hex }
+        static func joinSent(_ host: PublicKey) -> String { "join.sent." + host.hex }
+    }
+
+    /// When the last `contact.join` to `host` went out (ms), for "join sent N min ago".
+    public func joinSentMs(_ host: PublicKey) -> UInt64? {
+        self.backend.string(forKey: Key.joinSent(host)).flatMap { UInt64($0) }
     }
 
     public let store: any JoinedHomebaseStore
@@ -57,6 +63,7 @@ public struct GuestMemberships: Sendable {
             try self.store.upsert(JoinedHomebase(host: host, name: previous?.name, state: .pending,
                                                  models: [], lastHeardMs: previous?.lastHeardMs ?? 0))
         }
+        try self.backend.set(String(self.clock()), forKey: Key.joinSent(host))
         return await messenger.sendAndWait(.contactJoin(name: name), to: host, channel: .contact, store: true)
     }
 
@@ -67,6 +74,7 @@ public struct GuestMemberships: Sendable {
         try self.store.remove(host)
         try self.backend.removeValue(forKey: Key.scope(host))
         try self.backend.removeValue(forKey: Key.advertSeq(host))
+        try self.backend.removeValue(forKey: Key.joinSent(host))
         return outcome
     }
 

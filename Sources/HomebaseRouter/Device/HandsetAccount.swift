@@ -18,10 +18,16 @@ public enum PairingFailure: Error, Equatable, Sendable, CustomStringConvertible 
     case invalidRoster
     /// Another pairing is already waiting for an answer in this process.
     case alreadyPairing
+    /// The code's key part is not a key anything can be sealed to: mistyped or cut.
+    case mistypedKey
 
     public var description: String {
         switch self {
-        case .homebaseOffline: "the Homebase is not connected to the relay"
+        case .homebaseOffline:
+            "the Homebase in the code is not on the relay: start 'homebase run' on it; if it runs, check that the "
+                + "code was copied whole (a mistyped key names no Homebase)"
+        case .mistypedKey:
+            "the code's key part is mistyped or cut (it is not a valid key); copy the whole line 'homebase pair' printed"
         case .notConnected: "could not connect to the relay"
         case .rejected(let reason): "the Homebase refused the pairing code: \(Self.explain(reason))"
         case .timedOut: "the Homebase did not answer the pairing request in time"
@@ -127,6 +133,7 @@ public final class HandsetAccount: Sendable {
         }
         guard installed else { throw .alreadyPairing }
         defer { self.waiter.withLock { $0 = nil } }
+        guard code.homebase.acceptsSealedMessages else { throw .mistypedKey }
         guard messenger.isConnected else { throw .notConnected }
         let outcome = await messenger.sendAndWait(.pairRequest(secret: code.secretHex, name: name),
                                                   to: code.homebase, channel: .syncDelta, store: false)

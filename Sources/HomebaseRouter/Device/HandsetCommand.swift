@@ -91,7 +91,8 @@ public enum HandsetCommand: Sendable, Equatable {
         tool: "handset", summary: "a phone of the Homebase's account: the LLM router with on-device fallback.",
         commands: commands,
         notes: ["chat --json prints {\"text\",\"route\",\"provider\",\"model\",\"fallback\"}.",
-                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs."])
+                "HOMEBASE_WATCHDOG_MS=ACCEPT,FIRST,STALL (or chat --watchdog-ms) shortens the inference watchdogs.",
+                "HOMEBASE_RELAY_TOKEN=T (or ?token=T at the end of the relay URL) when the relay needs an access token."])
 
     static let specs: [DeviceCommandLine.Spec] = [
         .init(["init"], values: ["relay", "name"]),

@@ -168,6 +168,12 @@ public enum ModelsConsole {
         return ""
     }
 
+    /// `text` padded to `width`, never cut (issue 39: an ID copied from the listing must download); a longer
+    /// text pushes the rest of its line right and keeps one space after it.
+    static func column(_ text: String, _ width: Int) -> String {
+        text.count < width ? text.padding(toLength: width, withPad: " ", startingAt: 0) : text + " "
+    }
+
     static func printCatalog(_ load: CatalogLoad, all: Bool, machine: DownloadStateMachine) {
         let c = load.catalog.counts
         print("catalog (\(load.source.rawValue)): \(c.fetched) repos → \(c.loadable) loadable → \(c.nameable) nameable"
@@ -175,8 +181,8 @@ public enum ModelsConsole {
         print("curated:")
         for m in CuratedModels.all {
             let size = m.size(in: load.catalog)
-            print("  \(m.title.padding(toLength: 14, withPad: " ", startingAt: 0)) \(m.id.padding(toLength: 46, withPad: " ", startingAt: 0))"
-                  + " \(m.isVision ? "vision" : "text  ")  \(size.label.padding(toLength: 9, withPad: " ", startingAt: 0))"
+            print("  \(Self.column(m.title, 14)) \(Self.column(m.id, 46))"
+                  + " \(m.isVision ? "vision" : "text  ")  \(Self.column(size.label, 9))"
                   + " \(m.minRAMGB) GB RAM  \(Self.stateText(machine.state(m.id)))")
         }
         let families = all ? CatalogBuilder.tree(load.catalog.all) : load.catalog.families
@@ -189,9 +195,9 @@ public enum ModelsConsole {
                     print("      \(size.label)")
                     for e in size.entries {
                         let gates = all ? " \(e.isVision ? "V" : "-")\(e.supportsTools ? "T" : "-")" : ""
-                        print("        \(e.parsed.quant.description.padding(toLength: 10, withPad: " ", startingAt: 0))"
-                              + "\(e.id.padding(toLength: 52, withPad: " ", startingAt: 0))\(gates)"
-                              + " \(e.size.label.padding(toLength: 9, withPad: " ", startingAt: 0)) \(e.minRAMGB) GB RAM"
+                        print("        \(Self.column(e.parsed.quant.description, 10))"
+                              + "\(Self.column(e.id, 52))\(gates)"
+                              + " \(Self.column(e.size.label, 9)) \(e.minRAMGB) GB RAM"
                               + "  \(Self.stateText(machine.state(e.id)))")
                     }
                 }
@@ -258,7 +264,7 @@ public enum ModelsConsole {
         }
         print("device \(machine.isCapable ? "can" : "cannot") run downloaded models; hub cache \(store.access.layout.root)")
         print("choice: \(choice ?? "none"); answering on-device: \(answers)" + (reason.map { " (\($0))" } ?? ""))
-        for id in ids { print("  \(id.padding(toLength: 48, withPad: " ", startingAt: 0)) \(Self.stateText(machine.state(id)))") }
+        for id in ids { print("  \(Self.column(id, 48)) \(Self.stateText(machine.state(id)))") }
     }
 }
 
