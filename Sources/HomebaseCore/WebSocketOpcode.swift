@@ -18,7 +18,7 @@ public enum WebSocketOpcode: UInt8, Sendable, Hashable {
     public var isControl: Bool { self.rawValue & 0x8 != 0 }
 }
 
-/// Close status codes used by Homebase (RFC 6455 §7.4.1, the IANA registry, and protocol-v1.md §2).
+/// Close status codes used by Homebase (RFC 6455 §7.4.1, the IANA registry, and Protocol/relay.md §7).
 public enum WebSocketCloseCode {
     /// The purpose of the connection has been fulfilled.
     public static let normalClosure: UInt16 = 1000

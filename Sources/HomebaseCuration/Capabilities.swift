@@ -1,4 +1,4 @@
-/// Gates two and three (seed 002 §4): can the agent drive the model? Only vision AND tools pass the browser.
+/// Gates two and three (design.md §C4): can the agent drive the model? Only vision AND tools pass the browser.
 public enum Capabilities {
     /// Takes images: the pipeline tag first ("full stop"); then a vision-only model_type (never a dual-use
     /// one); last, for a repo with neither signal, a name sniff (`-vl-`, `vision`).

@@ -1,4 +1,4 @@
-/// Gate one (seed 002 §3): the architectures the on-device runtime can load.
+/// Gate one (design.md §C3): the architectures the on-device runtime can load.
 ///
 /// The union of mlx-swift-lm's `LLMTypeRegistry` and `VLMTypeRegistry` keys. An architecture outside it would
 /// fail at load time, after the whole download; filtering here makes it never appear.

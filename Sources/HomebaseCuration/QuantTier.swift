@@ -1,4 +1,4 @@
-/// One leaf level of the catalog tree: how the weights are stored (seed 002 §5).
+/// One leaf level of the catalog tree: how the weights are stored (design.md §C5).
 ///
 /// Quantised tiers sort numerically by bits (2-bit before 4-bit before 8-bit), float formats after them
 /// (BF16, FP16, FP32), so the sensible choice for a handset is the first one listed.
@@ -42,7 +42,7 @@ public struct QuantTier: Sendable, Hashable, Comparable, CustomStringConvertible
         lhs.sortKey < rhs.sortKey
     }
 
-    /// Calibrated bytes per parameter (seed 002 §5), for sizes the Hub did not report. Real quantised checkpoints
+    /// Calibrated bytes per parameter (design.md §C5), for sizes the Hub did not report. Real quantised checkpoints
     /// carry unquantised embeddings, per-block scales and metadata, so 4-bit is 0.56, not the naive 0.5. 5-bit
     /// is not in the seed's table: it is the midpoint of its 4- and 6-bit neighbours.
     public var bytesPerParameter: Double {

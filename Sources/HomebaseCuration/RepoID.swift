@@ -1,4 +1,4 @@
-/// Repo ids (seed 002 §7): the custom-repo door checks shape only.
+/// Repo ids (design.md §C7): the custom-repo door checks shape only.
 public enum RepoID {
     /// A plausible `owner/name`: exactly two non-empty parts of id-safe characters (letters, digits, `-`, `_`,
     /// `.`), neither starting with `.` nor `-`, at most 96 characters each (the Hub's limit). No network call

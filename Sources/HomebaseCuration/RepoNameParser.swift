@@ -1,4 +1,4 @@
-/// A repo id parsed into the catalog's four levels (seed 002 §2): family → series → size → quant.
+/// A repo id parsed into the catalog's four levels (design.md §C2): family → series → size → quant.
 public struct ParsedRepoName: Sendable, Hashable, Codable {
     /// `Qwen`, `Llama`, `Gemma`, …
     public var family: String

@@ -1,7 +1,7 @@
 import Foundation
 import HomebaseCore
 
-/// The model-source radio (seed 001, "the switch"): the routing truth.
+/// The model-source radio (design.md §B, "the switch"): the routing truth.
 public enum ModelSource: String, Sendable, CaseIterable {
     /// The built-in floor ("Apple Intelligence" in the seeds).
     case apple
@@ -9,7 +9,7 @@ public enum ModelSource: String, Sendable, CaseIterable {
     case community
     /// Ollama, OpenAI or Claude, chosen by the runtime dropdown.
     case external
-    /// The retired fourth radio position; still routes (seed 000 §2, legacy branches).
+    /// The retired fourth radio position; still routes (design.md §R2, legacy branches).
     case legacyOpenAI = "openai"
 }
 
@@ -26,7 +26,7 @@ public enum ExternalHost: Sendable, Hashable, CustomStringConvertible {
     case joined(PublicKey)
 
     /// Parses a stored value; anything that is not `own` or 64 hex characters degrades to `.own`
-    /// (seed 000 §4: a damaged preference must not strand routing).
+    /// (design.md §R4: a damaged preference must not strand routing).
     public init(stored: String?) {
         if let stored, let key = PublicKey(hex: stored) {
             self = .joined(key)
@@ -88,7 +88,7 @@ public struct ModelChoiceMessage: Sendable, Hashable {
 /// The agent preferences the router reads, over a `SettingsBackend`.
 ///
 /// Every getter reads the backend afresh (the router re-reads on every call). No setter here touches
-/// the radio except `setModelSource`: configuration never flips the radio (seed 001, consent boundary).
+/// the radio except `setModelSource`: configuration never flips the radio (design.md §B, consent boundary).
 public struct AgentSettings: Sendable {
     /// Backend keys, stable because they are stored on disk.
     public enum Key {

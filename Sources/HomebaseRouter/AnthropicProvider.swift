@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseTransport
 
-/// Bring-your-own-key Claude (seed 000 §3): the Messages API with the ring's active key, read per request.
+/// Bring-your-own-key Claude (design.md §R3): the Messages API with the ring's active key, read per request.
 /// Failures are labelled as `ChatEngineRunner` documents; no key on the ring is `no_key` without a request.
 public struct AnthropicProvider: LLMProvider {
     public let engine: AnthropicChatEngine
@@ -31,7 +31,7 @@ public struct AnthropicProvider: LLMProvider {
         self.runner.stream(request)
     }
 
-    /// Checks `key` without spending tokens (seed 000 §3, the Settings "Test" button): `GET {baseURL}/models`
+    /// Checks `key` without spending tokens (design.md §R3, the Settings "Test" button): `GET {baseURL}/models`
     /// with `x-api-key` and `anthropic-version` (200 valid, 401 invalid).
     public static func validateKey(_ key: String, http: HTTPClient,
                                    baseURL: String = AnthropicChatEngine.defaultBaseURL) async -> KeyValidation {

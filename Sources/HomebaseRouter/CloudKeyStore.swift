@@ -5,7 +5,7 @@ public enum CloudProvider: String, Sendable, CaseIterable {
     case openai
     case anthropic
 
-    /// The legacy single-key slot every consumer reads (seed 000 §3).
+    /// The legacy single-key slot every consumer reads (design.md §R3).
     public var slot: String {
         switch self {
         case .openai: return "openai.api_key"
@@ -26,7 +26,7 @@ public enum CloudProvider: String, Sendable, CaseIterable {
     }
 }
 
-/// Key rings for bring-your-own cloud keys, exactly as seed 000 §3.
+/// Key rings for bring-your-own cloud keys, exactly as design.md §R3.
 ///
 /// - Keys are trimmed and never empty; duplicates are dropped (first wins, order kept).
 /// - The first key is active and mirrored into the legacy single slot, which is all consumers read.

@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 
-/// Shape three of seed 000 §4: a friend's Homebase over the sealed contact channel.
+/// Shape three of design.md §R4: a friend's Homebase over the sealed contact channel.
 ///
 /// As `RemoteInferenceProvider`, plus the conversation cache (Protocol/messages.md §5): a follow-up sends
 /// only the messages the host does not hold yet, with `conversation {id, base_count, base_digest}`. On

@@ -103,7 +103,7 @@ public struct DeviceEngineProvider: LLMProvider {
     }
 
     /// Tool definitions are not sent: a small engine started without a tool template refuses them, and the
-    /// on-device brain answers a tool request in text as the floor does (seed 000 §6 keeps tools on-device).
+    /// on-device brain answers a tool request in text as the floor does (design.md §R6 keeps tools on-device).
     static func withoutTools(_ request: ChatRequest) -> ChatRequest {
         var request = request
         request.tools = []

@@ -86,7 +86,7 @@ public protocol AdvertVerifier: Sendable {
     func verifiedAdvert(payload: [UInt8], signature: [UInt8]) -> VerifiedAdvert?
 }
 
-/// The last advert from this account's own Homebase (seed 000 §5), device-only.
+/// The last advert from this account's own Homebase (design.md §R5), device-only.
 ///
 /// Fresh means non-empty and issued less than 10 minutes ago: an advert exactly 10:00 old is stale.
 /// The window exists so a handset whose Homebase went to sleep falls back before the 10 s accept
@@ -96,7 +96,7 @@ public struct ExternalModelsAdvertStore: Sendable {
         public static let ownAdvert = "advert.own"
     }
 
-    /// Spec value (seed 000 §5): an advert younger than this is fresh.
+    /// Spec value (design.md §R5): an advert younger than this is fresh.
     public static let freshnessWindowMs: UInt64 = 10 * 60 * 1000
 
     public let backend: any SettingsBackend

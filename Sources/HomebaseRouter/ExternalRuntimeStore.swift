@@ -105,7 +105,7 @@ public enum VerificationOutcome: Sendable, Hashable {
     case failed(step: VerificationStep, detail: String)
 }
 
-/// Where this device's own Ollama runtime lives (seed 000 §4). Device-only: never synced, because the
+/// Where this device's own Ollama runtime lives (design.md §R4). Device-only: never synced, because the
 /// default endpoint is loopback and means a different machine on every device.
 ///
 /// Configuration (`configured`) and availability (`availability`) are separate facts: an endpoint
@@ -130,7 +130,7 @@ public struct ExternalRuntimeStore: Sendable {
     }
 
     /// Whether an endpoint is configured. Routing reads this, not availability: the in-call fallback
-    /// covers a runtime that is down right now (seed 000 §4, "not forgotten").
+    /// covers a runtime that is down right now (design.md §R4, "not forgotten").
     public var hasVerifiedEndpoint: Bool { self.configured != nil }
 
     /// The last probe's result, if any probe ran.
@@ -157,7 +157,7 @@ public struct ExternalRuntimeStore: Sendable {
         try self.backend.removeValue(forKey: Key.availability)
     }
 
-    /// Test-before-persist (seed 000 §4): version probe, model list, and a trial completion when any
+    /// Test-before-persist (design.md §R4): version probe, model list, and a trial completion when any
     /// completion-capable model is installed; the endpoint is stored only when all of them pass.
     ///
     /// A failure never forgets a configured endpoint; it is recorded as availability when the failing

@@ -1,6 +1,6 @@
 import HomebaseCore
 
-/// The permanent floor (seed 002 §10, system.md "stand-ins"): the built-in on-device brain that always
+/// The permanent floor (design.md §C10, design.md §D "stand-ins"): the built-in on-device brain that always
 /// answers at once, offline and deterministically. It stands in for the Apple system model.
 ///
 /// The reply is derived from the last user message with fixed rules and an FNV-1a hash (never the
@@ -8,7 +8,7 @@ import HomebaseCore
 /// `providerKind` `.onDevice`, `model` `floor`.
 ///
 /// Tools: the floor accepts tool definitions and answers without calling them. FoundationModels' native
-/// tools have no stand-in here (out of scope, system.md).
+/// tools have no stand-in here (out of scope, design.md §D).
 public struct FloorProvider: LLMProvider {
     /// The model name the floor reports.
     public static let modelName = "floor"

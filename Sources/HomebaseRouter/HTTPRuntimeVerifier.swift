@@ -2,7 +2,7 @@ import Foundation
 import HomebaseCore
 import HomebaseTransport
 
-/// Test-before-persist over HTTP for `handset endpoint verify URL` (seed 000 §4): `GET /api/version`,
+/// Test-before-persist over HTTP for `handset endpoint verify URL` (design.md §R4): `GET /api/version`,
 /// `GET /api/tags` (capabilities from the listing when the server includes them, else `POST /api/show` per
 /// model), and a trial completion through the same engine `OllamaProvider` uses, capped at one token.
 public struct HTTPRuntimeVerifier: RuntimeVerifier {

@@ -86,7 +86,7 @@ public final class InferenceResponseRouter: Sendable {
     }
 
     /// Installs a frame observer that refreshes `store`'s `lastHeardMs` for every contact-channel frame: any
-    /// inbound frame from a joined host proves it alive (seed 000 §5). Unknown senders are ignored by the store.
+    /// inbound frame from a joined host proves it alive (design.md §R5). Unknown senders are ignored by the store.
     public func refreshingHostAlive(in store: any JoinedHomebaseStore, clock: WallClock) {
         self.setFrameObserver { message in
             guard message.channel == .contact else { return }

@@ -1,7 +1,7 @@
 import HomebaseCore
 import Synchronization
 
-/// Where a guest stands with a friend's Homebase (seed 000 §4, shape three).
+/// Where a guest stands with a friend's Homebase (design.md §R4, shape three).
 public enum JoinState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Asked to join, or invited, but no grant yet: never routes.
     case pending
@@ -31,7 +31,7 @@ public struct JoinedHomebase: Sendable, Hashable {
         self.lastHeardMs = lastHeardMs
     }
 
-    /// Spec value (seed 000 §5): cross-account adverts are event-driven, so the window is 24 h.
+    /// Spec value (design.md §R5): cross-account adverts are event-driven, so the window is 24 h.
     public static let freshnessWindowMs: UInt64 = 24 * 60 * 60 * 1000
 
     /// Heard from less than 24 h ago (exactly 24 h is stale).

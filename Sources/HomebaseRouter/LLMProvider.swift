@@ -1,6 +1,6 @@
 import HomebaseCore
 
-/// The one model-facing seam (seed 000 §1): every brain, local or remote, hides behind `LLMProvider`.
+/// The one model-facing seam (design.md §R1): every brain, local or remote, hides behind `LLMProvider`.
 ///
 /// ## Errors
 /// A concrete provider (HTTP, relay) may fail: `complete` throws `ProviderError` and a stream ends with
@@ -96,7 +96,7 @@ public struct ChatOptions: Sendable, Hashable {
 public struct ChatRequest: Sendable, Hashable {
     public var messages: [ChatMessage]
     /// OpenAI-style tool definitions, one JSON object each. A request with tools never crosses the
-    /// wire (seed 000 §6): relay-routed providers hand it to their on-device fallback.
+    /// wire (design.md §R6): relay-routed providers hand it to their on-device fallback.
     public var tools: [RawJSON]
     public var options: ChatOptions
 
@@ -132,7 +132,7 @@ public enum FinishReason: String, Sendable, Hashable, Codable {
 
 
 /// Why the answer came from somewhere other than the chosen provider; raw values are `chat --json`'s
-/// `fallback.reason` (system.md).
+/// `fallback.reason` (design.md §D).
 public struct FallbackReason: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }

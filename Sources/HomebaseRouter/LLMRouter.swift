@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseCuration
 
-/// The single place that decides which brain answers (seed 000).
+/// The single place that decides which brain answers (design.md §R).
 ///
 /// Decisions are made per call: `resolve()` and `provider(model:)` re-read every setting, store and the
 /// clock each time, and nothing is cached, so a key added or a radio flipped applies to the next call.
@@ -46,7 +46,7 @@ public final class LLMRouter: Sendable {
 
     // MARK: Deciding
 
-    /// The route the next call takes (seed 000 §2's tree).
+    /// The route the next call takes (design.md §R2's tree).
     public func resolve() -> Route {
         self.resolution().route
     }
@@ -99,7 +99,7 @@ public final class LLMRouter: Sendable {
 
     // MARK: Providing
 
-    /// The provider for the next call (seed 000 §4's walk). Never fails; never returns a provider
+    /// The provider for the next call (design.md §R4's walk). Never fails; never returns a provider
     /// whose failures escape.
     ///
     /// - Parameter model: overrides the model name of an external or cloud route (`chat --model`);
@@ -239,7 +239,7 @@ public final class LLMRouter: Sendable {
             : RouteResolution(route: .anthropic, model: self.settings.claudeModel)
     }
 
-    /// The never-set radio (seed 000 §2): a working Ollama arm, then an explicit local-model preference,
+    /// The never-set radio (design.md §R2): a working Ollama arm, then an explicit local-model preference,
     /// then a stored OpenAI key, then on-device. No fallback is reported: no source was chosen.
     private func legacyDerivation() -> RouteResolution {
         if case .available(let shape) = self.ollamaArm(nowMs: self.clock.nowMs) {

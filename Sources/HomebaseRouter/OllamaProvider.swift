@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseTransport
 
-/// The user's own Ollama (seed 000 §4, shape one): the OpenAI engine pointed at the runtime's `/v1`, the
+/// The user's own Ollama (design.md §R4, shape one): the OpenAI engine pointed at the runtime's `/v1`, the
 /// model tag, `max_tokens` (Ollama ignores `max_completion_tokens`) and a dummy key Ollama ignores.
 /// Inference never goes through the native `/api/chat`; `/api/*` is management only (`HTTPRuntimeVerifier`).
 public struct OllamaProvider: LLMProvider {

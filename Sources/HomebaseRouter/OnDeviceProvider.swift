@@ -1,4 +1,4 @@
-/// The on-device brain (seed 001, "two rungs even after the fallback"): an optional device model — a
+/// The on-device brain (design.md §B, "two rungs even after the fallback"): an optional device model — a
 /// small model on the device's own local runtime, the Community stand-in — over the floor.
 ///
 /// The device rung's results are relabelled `.onDevice`, with the device model's tag as `model`; if

@@ -12,7 +12,7 @@ public enum KeyValidation: Sendable, Equatable {
     case unknown(String)
 }
 
-/// Bring-your-own-key OpenAI (seed 000 §3): Chat Completions with the ring's active key, read per request.
+/// Bring-your-own-key OpenAI (design.md §R3): Chat Completions with the ring's active key, read per request.
 /// Failures are `ProviderError`s labelled as `ChatEngineRunner` documents (`error:http_401`, …); no key on
 /// the ring is `no_key` without any request.
 public struct OpenAIProvider: LLMProvider {

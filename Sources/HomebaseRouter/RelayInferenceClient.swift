@@ -79,7 +79,7 @@ public struct RelayInferenceClient: Sendable {
     func run(_ request: ChatRequest, plan: RelayAttemptPlan,
              continuation: AsyncStream<ChatStreamEvent>.Continuation) async {
         if request.hasTools {
-            // Tools never cross the wire (seed 000 §6): the agent loop stays on the device.
+            // Tools never cross the wire (design.md §R6): the agent loop stays on the device.
             continuation.yield(.failed(ProviderError(.tools, detail: "a request with tools is answered on the device")))
             return
         }

@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 
-/// Shape two of seed 000 §4: this account's Homebase over the sealed sibling channel (`sync_delta`).
+/// Shape two of design.md §R4: this account's Homebase over the sealed sibling channel (`sync_delta`).
 ///
 /// Every request goes whole (siblings have no conversation cache). Any failure — a watchdog, an
 /// `infer.error`, a refused receipt, a lost relay — and any request with tools is answered by the

@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseCuration
 
-/// The four routes `resolve()` reduces all settings to (seed 000 §1); raw values are `route --json`'s.
+/// The four routes `resolve()` reduces all settings to (design.md §R1); raw values are `route --json`'s.
 public enum Route: String, Sendable, Hashable, CaseIterable {
     /// The floor, or the device model over it.
     case onDevice
@@ -13,7 +13,7 @@ public enum Route: String, Sendable, Hashable, CaseIterable {
     case anthropic
 }
 
-/// The network shape the Ollama arm takes (seed 000 §4), in the order `provider(model:)` walks them.
+/// The network shape the Ollama arm takes (design.md §R4), in the order `provider(model:)` walks them.
 public enum ExternalShape: Sendable, Hashable {
     /// A friend's Homebase this device has joined, fresh: cross-account over the contact channel.
     case crossAccount(JoinedHomebase, tag: String)
@@ -73,10 +73,10 @@ public struct RouteResolution: Sendable, Hashable {
     }
 }
 
-/// The live banner in front of the Model settings (seed 001, "the system never lies about where it is
+/// The live banner in front of the Model settings (design.md §B, "the system never lies about where it is
 /// thinking").
 public struct RouteBanner: Sendable, Hashable, CustomStringConvertible {
-    /// The stale-Homebase flag, word for word from seed 001.
+    /// The stale-Homebase flag, word for word from design.md §B.
     public static let staleText = "Not heard from recently — inference falls back on-device until it's back."
 
     /// "External · qwen2.5:7b via Homebase", "On-device · floor", "On-device · floor (ORG/NAME not ready:

@@ -8,7 +8,7 @@ import Synchronization
 /// Sibling rules: on start and on every change of what is advertised (stored sends, so a sibling that is
 /// offline gets it on reconnect), as a heartbeat (live: a missed beat is replaced by the next), and at once in
 /// answer to `advert.request` (live). Guests (`guests`: granted, unexpired) get adverts on events only —
-/// start, change, their grant, their `advert.request` — never a heartbeat (seed 000 §5: cross-account adverts
+/// start, change, their grant, their `advert.request` — never a heartbeat (design.md §R5: cross-account adverts
 /// are event-driven, judged against a 24-hour window).
 ///
 /// Every advert has a fresh `seq`, persisted before use, so `seq` strictly increases across restarts, and

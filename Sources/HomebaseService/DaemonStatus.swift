@@ -81,7 +81,7 @@ extension HomebaseState {
         try self.keyValues.setData(Array(try JSONEncoder().encode(status)), forKey: Self.daemonStatusKey)
     }
 
-    /// The endpoint that passed test-before-persist (seed 000 §4); a later failed probe does not clear it.
+    /// The endpoint that passed test-before-persist (design.md §R4); a later failed probe does not clear it.
     public func verifiedEndpoint() -> String? { try? self.keyValues.string(Self.verifiedEndpointKey) }
 
     public func setVerifiedEndpoint(_ url: String?) throws {

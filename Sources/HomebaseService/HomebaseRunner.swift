@@ -12,7 +12,7 @@ import HomebaseTransport
 /// the state's `DaemonLock` while it runs, so a second daemon on the same state stops at start.
 public final class HomebaseRunner: Sendable {
     public struct Options: Sendable {
-        /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; seed 000 §4), reading
+        /// Builds the chat engine for the runtime's `/v1` (the OpenAI-compatible surface; design.md §R4), reading
         /// streams at the given cadence (`nil`: unpaced), which the inference server adjusts to the load.
         public var makeEngine: @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine
         public var relayOptions = RelayLink.Options()

@@ -22,7 +22,7 @@ public enum RuntimeVerificationError: Error, Equatable, Sendable, CustomStringCo
     }
 }
 
-/// Test-before-persist (seed 000 §4): an endpoint may be stored only after it answered a version probe,
+/// Test-before-persist (design.md §R4): an endpoint may be stored only after it answered a version probe,
 /// listed its installed models and — when any installed model can complete — served a one-token trial
 /// completion. A URL that never proved it can do inference never becomes a route.
 ///

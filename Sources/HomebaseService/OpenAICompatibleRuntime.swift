@@ -3,7 +3,7 @@ import HomebaseCore
 import HomebaseTransport
 
 /// What kind of server the Homebase's runtime is. Inference goes through the OpenAI-compatible `/v1` surface
-/// either way (seed 000 §4); the kind decides how the runtime is verified, probed and described.
+/// either way (design.md §R4); the kind decides how the runtime is verified, probed and described.
 public enum RuntimeKind: String, Codable, Sendable, CaseIterable {
     /// Ollama: management through `/api/*` (version, tags, show, ps, pull).
     case ollama
@@ -390,7 +390,7 @@ public struct OpenAICompatibleClient: Sendable {
     }
 }
 
-/// Test-before-persist for an OpenAI-compatible server (seed 000 §4, as for Ollama): it must list a model in
+/// Test-before-persist for an OpenAI-compatible server (design.md §R4, as for Ollama): it must list a model in
 /// `/v1/models` and complete one token with it before anything is stored.
 public struct OpenAICompatibleVerifier: Sendable {
     let client: OpenAICompatibleClient

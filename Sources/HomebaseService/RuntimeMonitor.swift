@@ -5,7 +5,7 @@ import Synchronization
 /// Watches the Homebase's Ollama and reports its status (`RuntimeStatusSource`) to adverts and the inference
 /// server.
 ///
-/// Configuration and availability are separate facts (seed 000 §4). An endpoint that is not yet verified is
+/// Configuration and availability are separate facts (design.md §R4). An endpoint that is not yet verified is
 /// run through test-before-persist (`OllamaRuntimeVerifier`) at each probe until it passes; then `persistVerified`
 /// stores it, and from there on probes are cheap (version, tags, ps — no completion). A failed probe marks the
 /// runtime unavailable, which advertises no models, but never forgets the endpoint: when Ollama comes back

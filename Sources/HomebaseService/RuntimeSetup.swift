@@ -4,7 +4,7 @@ import HomebaseNode
 import HomebaseTransport
 
 /// `homebase init --runtime K --endpoint URL` and `homebase config --runtime K --endpoint URL`: which runtime,
-/// detected when not named, and test-before-persist (seed 000 §4) before the caller stores anything.
+/// detected when not named, and test-before-persist (design.md §R4) before the caller stores anything.
 public enum RuntimeSetup {
     /// The kind and endpoint to store, once verified. `kindArgument` `nil` or `auto` detects the kind.
     /// - Throws: `UsageError` for a bad argument, `CLIError` (one line saying what to do) when the runtime

@@ -114,7 +114,7 @@ public struct RuntimeStatus: Sendable, Equatable {
                                               models: [], checkedAtMs: 0)
 
     /// The models to advertise and serve: none unless the runtime is verified and available, and a cloud model
-    /// only when the owner shares it (seed 000: a prompt never goes to a cloud its owner did not choose).
+    /// only when the owner shares it (design.md §R: a prompt never goes to a cloud its owner did not choose).
     public var advertisedModels: [RuntimeModelInfo] {
         guard self.verified && self.available else { return [] }
         return self.models.filter { !$0.cloud || self.isShared($0.tag) }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Parses `ollama-emulator`'s arguments (design/system.md, command-line contract).
+/// Parses `ollama-emulator`'s arguments (design.md §D, command-line contract).
 public enum EmulatorCommandLine {
     /// The result of parsing: run with a configuration, or print help.
     public enum Command: Sendable {

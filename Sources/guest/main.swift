@@ -4,7 +4,7 @@ import HomebaseCrypto
 import HomebaseNode
 import HomebaseRouter
 
-// guest: a device of another account using a friend's Homebase over the contact channel (system.md).
+// guest: a device of another account using a friend's Homebase over the contact channel (design.md §D).
 // Parse, configure, run; the logic is in HomebaseRouter/Device.
 
 let tool = "guest"

@@ -3,7 +3,7 @@ import HomebaseCore
 import HomebaseNode
 import HomebaseRouter
 
-// handset: a phone of the Homebase's account (system.md). Parse, configure, run; the logic is in
+// handset: a phone of the Homebase's account (design.md §D). Parse, configure, run; the logic is in
 // HomebaseRouter/Device.
 
 let tool = "handset"

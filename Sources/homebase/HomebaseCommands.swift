@@ -354,7 +354,7 @@ struct HomebaseCommands {
 
     /// `config --relay URL` and `--ollama URL`, each checked before anything is kept (issue 39): the relay must
     /// accept the WebSocket upgrade (with `HOMEBASE_RELAY_TOKEN` when set), Ollama must pass test-before-persist
-    /// (seed 000 §4). A failure is one line saying what the check met; nothing is saved.
+    /// (design.md §R4). A failure is one line saying what the check met; nothing is saved.
     func checkedEndpoints() async throws -> (relay: String?, ollama: (url: String, version: String?)?) {
         var relay: String?
         if let given = self.args.value("relay") {

@@ -5,7 +5,7 @@ import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 
-// homebase: the daemon next to Ollama and its subcommands (system.md, command-line contract).
+// homebase: the daemon next to Ollama and its subcommands (design.md §D, command-line contract).
 
 let usage = """
     Usage: homebase [--state DIR] COMMAND

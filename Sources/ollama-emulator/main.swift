@@ -1,4 +1,4 @@
-// ollama-emulator: parse, configure, run until SIGTERM/SIGINT (design/system.md, command-line contract).
+// ollama-emulator: parse, configure, run until SIGTERM/SIGINT (design.md §D, command-line contract).
 import Foundation
 import OllamaEmulatorKit
 

@@ -5,7 +5,7 @@ import Testing
 
 @testable import HomebaseRouter
 
-/// Test-before-persist over HTTP against the Ollama emulator (seed 000 §4).
+/// Test-before-persist over HTTP against the Ollama emulator (design.md §R4).
 @Suite(.timeLimit(.minutes(1))) struct HTTPRuntimeVerifierTests {
     let http = HTTPClient()
 

@@ -2,7 +2,7 @@ import HomebaseCore
 import Testing
 @testable import HomebaseRouter
 
-/// Every branch of seed 000 §2's `resolve()` tree, the Ollama arm's shapes and both legacy paths.
+/// Every branch of design.md §R2's `resolve()` tree, the Ollama arm's shapes and both legacy paths.
 @Suite struct LLMRouterResolveTests {
     enum Shape: String, Sendable { case crossAccount, localEndpoint, sibling }
 

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Real `handset` processes over one state directory and Hub cache (seed 002, "cancel wins arguments"; issue 37
+/// Real `handset` processes over one state directory and Hub cache (design.md §C, "cancel wins arguments"; issue 37
 /// items 1 and 2): what the state machine's unit tests cannot show is that the processes agree through the state
 /// database, at the same moment.
 @Suite(.serialized, .timeLimit(.minutes(4))) struct DownloadProcessTests {

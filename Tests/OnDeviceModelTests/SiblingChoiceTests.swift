@@ -6,7 +6,7 @@ import HomebaseNode
 import Testing
 @testable import HomebaseRouter
 
-/// The choice syncs (seed 002 §9): a sibling's `settings.model_choice` is applied without echo and, on a device whose
+/// The choice syncs (design.md §C9): a sibling's `settings.model_choice` is applied without echo and, on a device whose
 /// runtime is the Hub cache, starts its own download; the router answers from the floor until it is ready, then
 /// from the model.
 @Suite(.timeLimit(.minutes(1))) struct SiblingChoiceTests {

@@ -86,7 +86,7 @@ public enum CLI {
         FileHandle.standardError.write(Data("\(tool): warning: \(message)\n".utf8))
     }
 
-    /// Runs `body`, mapping errors to the exit codes of system.md (1 failure, 64 usage).
+    /// Runs `body`, mapping errors to the exit codes of design.md §D (1 failure, 64 usage).
     public static func main(tool: String, _ body: () async throws -> Void) async -> Never {
         do {
             try await body()

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where a tool keeps its state: `--state DIR`, else `$HOMEBASE_STATE/<tool>`, else `$XDG_DATA_HOME/homebase/<tool>`,
-/// else `~/.local/share/homebase/<tool>` (system.md). The directory is created 0700 and the database 0600.
+/// else `~/.local/share/homebase/<tool>` (design.md §D). The directory is created 0700 and the database 0600.
 ///
 /// Each tool keeps its own identity (issue 39): `$HOMEBASE_STATE` is a parent folder with one subfolder per tool,
 /// and a state folder records which tool made it (`tool` file), so `--state DIR` naming another tool's folder is

@@ -71,7 +71,7 @@ final class ThinkingLine: Sendable {
 
 /// The `route` and `status` outputs, as data for `--json` and as text.
 public enum DeviceReport {
-    /// `route --json`: `{"route", "banner", "needs_configuration"}` (system.md), plus `stale`, and `floor_reason`
+    /// `route --json`: `{"route", "banner", "needs_configuration"}` (design.md §D), plus `stale`, and `floor_reason`
     /// (why the floor answers for a configured device model, else null).
     public static func route(_ s: DeviceSession) -> [String: Any] {
         let resolution = s.router.resolution()

@@ -25,7 +25,7 @@ public struct ChatAnswer: Sendable {
         return Double(tokens) / ((self.totalMs - first) / 1000)
     }
 
-    /// The `chat --json` object of system.md: `{"text", "route", "provider", "model", "fallback"}`.
+    /// The `chat --json` object of design.md §D: `{"text", "route", "provider", "model", "fallback"}`.
     public var json: [String: Any] {
         var fallback: Any = NSNull()
         if let f = self.result.fallback {
@@ -34,7 +34,7 @@ public struct ChatAnswer: Sendable {
         var timing: [String: Any] = ["total_ms": (self.totalMs * 10).rounded() / 10]
         if let f = self.firstTextMs { timing["first_text_ms"] = (f * 10).rounded() / 10 }
         if let t = self.tokensPerSecond { timing["tokens_per_s"] = (t * 10).rounded() / 10 }
-        // system.md's five fields, plus `timing` and `envelope` (the demo's summary table reads them).
+        // design.md §D's five fields, plus `timing` and `envelope` (the demo's summary table reads them).
         var out: [String: Any] = [
             "text": self.result.text, "route": self.resolution.route.rawValue,
             "provider": self.result.providerKind.rawValue, "model": self.result.model, "fallback": fallback,

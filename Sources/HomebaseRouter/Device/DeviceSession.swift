@@ -46,7 +46,7 @@ public final class DeviceSession: Sendable {
     public let messenger: any PeerMessenger
     public let responses: InferenceResponseRouter
     public let router: LLMRouter
-    /// The on-device models: catalog, downloads, ready markers, the floor rules (seed 002).
+    /// The on-device models: catalog, downloads, ready markers, the floor rules (design.md §C).
     public let models: OnDeviceModelStore
     /// Unix milliseconds (wall time: stamps and freshness). Timers use the monotonic clock the session was given.
     public let clock: @Sendable () -> UInt64
@@ -151,7 +151,7 @@ public final class DeviceSession: Sendable {
     }
 
     /// Creates (or updates) a device's state: identity, relay URL, name; the radio is set to the floor so a
-    /// fresh device never routes to a cloud because a key was pasted (system.md).
+    /// fresh device never routes to a cloud because a key was pasted (design.md §D).
     @discardableResult
     public static func initialize(directory: StateDirectory, relayURL: String, name: String) throws -> PublicKey {
         try directory.create()

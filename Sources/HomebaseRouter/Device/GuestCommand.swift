@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 
-/// One parsed `guest` command line (system.md's contract).
+/// One parsed `guest` command line (design.md §D's contract).
 public enum GuestCommand: Sendable, Equatable {
     case help
     case initialize(relay: String, name: String?)

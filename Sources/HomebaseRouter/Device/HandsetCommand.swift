@@ -18,7 +18,7 @@ public struct ChatInvocation: Sendable, Equatable {
     public init() {}
 }
 
-/// `handset models …` (seed 002).
+/// `handset models …` (design.md §C).
 public enum ModelsCommand: Sendable, Equatable {
     case catalog(json: Bool, refresh: Bool, all: Bool)
     case download(id: String, json: Bool)
@@ -30,7 +30,7 @@ public enum ModelsCommand: Sendable, Equatable {
     case state(json: Bool)
 }
 
-/// One parsed `handset` command line (system.md's contract).
+/// One parsed `handset` command line (design.md §D's contract).
 public enum HandsetCommand: Sendable, Equatable {
     case help
     case initialize(relay: String, name: String?)

@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseCuration
 
-/// The stand-in for the MLX runtime (system.md, "stand-ins"): it answers as the downloaded model only when the
+/// The stand-in for the MLX runtime (design.md §D, "stand-ins"): it answers as the downloaded model only when the
 /// floor rules say that model is ready and its weights load from the Hub cache; otherwise it fails, and the
 /// on-device provider's floor answers the same request (select-before-download, an unknown id, a deleted model,
 /// an incapable device all land there).
