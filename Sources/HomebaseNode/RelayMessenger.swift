@@ -336,8 +336,9 @@ public final class RelayMessenger: PeerMessenger {
     // MARK: v2 sessions (envelope.md §7)
 
     /// An inference message to a v2 peer (§7.5): sealed on a session that may send, or held while one is made
-    /// (initiating when none is under way). Always live (§7.6).
-    private func sendOnSession(_ message: Message, to peer: PublicKey, channel: Channel,
+    /// (initiating when none is under way). Always live (§7.6). Internal so a test can put another message type
+    /// on a session, as another implementation may (§7.7: received, it is handled like a v1 one).
+    func sendOnSession(_ message: Message, to peer: PublicKey, channel: Channel,
                                onReceipt: (@Sendable (SendOutcome) -> Void)?) {
         enum Next { case frame([UInt8]), held, tooLarge, refused }
         let now = self.wallClock()

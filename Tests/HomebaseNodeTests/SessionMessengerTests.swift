@@ -66,6 +66,25 @@ import Testing
         #expect(a.dropCounts.isEmpty && b.dropCounts.isEmpty)
     }
 
+    /// Issue 37, item 12: a message other than inference that arrives inside a v2 session (another implementation
+    /// may send it there; ours sends only `infer.*` on sessions) is handled as if it had come in v1: an
+    /// `advert.request` on the session reaches the receiver's handler, and nothing is dropped.
+    @Test func aNonInferenceMessageInsideASessionIsHandledLikeV1() async throws {
+        let relay = try LocalRelay()
+        defer { relay.stop() }
+        let a = try await Self.messenger(relay), b = try await Self.messenger(relay)
+        defer { a.stop(); b.stop() }
+        a.recordEnvelopeVersions([1, 2], of: b.publicKey)
+        #expect(await a.sendAndWait(.inferCancel(id: "s"), to: b.publicKey, channel: .syncDelta, store: false)
+                == .receipt(.delivered))
+        #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "s"))
+
+        a.sendOnSession(.advertRequest, to: b.publicKey, channel: .syncDelta, onReceipt: nil)
+        #expect(try #require(await nextInbound(b)).message == .advertRequest)
+        #expect(a.sessionCounts.sealed == 2 && b.sessionCounts.opened == 2, "the advert.request went on the session")
+        #expect(b.dropCounts.isEmpty)
+    }
+
     @Test func aV1OnlyPeerStillWorksBothWays() async throws {
         let relay = try LocalRelay()
         defer { relay.stop() }
