@@ -16,6 +16,11 @@ public struct InferenceLimits: Sendable, Equatable {
     /// to start within it (the recent answer time of its model times its turn) is refused at once with `busy`,
     /// so its requester falls back now rather than at its watchdog.
     public var queueWaitBudgetMs: UInt64 = 90_000
+    /// A queued request hears of its place at once, then of a better place at most this often. Telling every
+    /// queued request at every advance cost one sealed message per queued request per finished one: with 36
+    /// queued behind 64 streams, 5.6 times the Homebase's CPU (tools/bench-ab). Once a second keeps the client's
+    /// first-output watchdog (90 s) moving all the same.
+    public var queueTellIntervalMs: UInt64 = 1_000
     /// Request limits from the protocol; over any: `bad_request`.
     public var maxMessages: Int
     public var maxContentBytes: Int

@@ -73,6 +73,8 @@ public final class InferenceServer: Sendable {
         var stream: InferenceStream?
         /// The queue position last told the requester (`infer.queued`), while it waits.
         var toldPosition: Int?
+        /// When it was last told (monotonic ms).
+        var toldAtMs: UInt64 = 0
         var running: Bool { self.stream != nil }
     }
 
@@ -82,6 +84,8 @@ public final class InferenceServer: Sendable {
         case ended(InferenceStream.End, key: Key, token: UInt64)
         /// A RECEIPT said the requester is gone (for an accept or a chunk).
         case requesterGone(key: Key, token: UInt64)
+        /// A queued request's better place was held back by `queueTellIntervalMs`: tell it now.
+        case tellPositions
     }
 
     private let core: Mutex<Core>
@@ -247,6 +251,8 @@ extension InferenceServer {
         let readCadence: HTTPReadCadence?
         /// The server, for callbacks (they defer work to it).
         weak var server: InferenceServer?
+        /// A `tellPositions` pass is scheduled (`queueTellIntervalMs`).
+        var tellScheduled = false
 
         var jobs: [Key: Job] = [:]
         var runningCount = 0
@@ -316,17 +322,36 @@ extension InferenceServer {
             return "the host is busy: queue position \(position) for \(model), about \(Int(expected / 1000)) s before it could start"
         }
 
-        /// Tells each queued requester whose position improved where it stands now (`infer.queued`).
-        private func tellPositions() {
+        /// Tells each queued requester whose position improved where it stands now (`infer.queued`): at once the
+        /// first time, then at most once per `queueTellIntervalMs`. `heldBackOnly`: the scheduled pass after the
+        /// interval, which tells what was held back without asking the clock again.
+        private func tellPositions(heldBackOnly: Bool = false) {
             var positions: [String: Int] = [:]
+            let now = self.clock.monotonicMs()
+            var heldBack = false
             for key in self.queue {
                 guard var job = self.jobs[key] else { continue }
                 let position = positions[job.request.model, default: 0] + 1
                 positions[job.request.model] = position
                 guard job.toldPosition.map({ position < $0 }) ?? true else { continue }
+                if !heldBackOnly, job.toldPosition != nil, now &- job.toldAtMs < self.limits.queueTellIntervalMs {
+                    heldBack = true
+                    continue
+                }
                 job.toldPosition = position
+                job.toldAtMs = now
                 self.jobs[key] = job
                 self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: job.token)
+            }
+            // A place held back is told once the interval has passed, even if the queue does not move again.
+            if heldBack, !self.tellScheduled {
+                self.tellScheduled = true
+                let server = self.server
+                let interval = self.limits.queueTellIntervalMs
+                Task {
+                    try? await Task.sleep(for: .milliseconds(Int(interval)))
+                    server?.postpone(.tellPositions)
+                }
             }
         }
 
@@ -334,6 +359,9 @@ extension InferenceServer {
             switch item {
             case .ended(let end, let key, let token): self.streamEnded(end, key: key, token: token)
             case .requesterGone(let key, let token): self.requesterGone(key: key, token: token)
+            case .tellPositions:
+                self.tellScheduled = false
+                self.tellPositions(heldBackOnly: true)
             }
         }
 
