@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OllamaEmulatorKit
 import Testing
 
@@ -83,20 +84,34 @@ struct CLISmokeTests {
     }
 
     func run(_ tool: String, _ args: [String]) throws -> Run {
+        try Self.run(tool, args, environment: self.environment)
+    }
+
+    /// Runs a built binary to its end. Standard error is read on another thread while standard output is read
+    /// here, so a tool that fills one pipe while the other is drained cannot hang the test.
+    static func run(_ tool: String, _ args: [String], environment: [String: String], cwd: String? = nil) throws -> Run {
         let process = Process()
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         process.executableURL = Self.binaries.appendingPathComponent(tool)
         process.arguments = args
-        process.environment = self.environment
+        process.environment = environment
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        let errData = Mutex(Data())
+        let errDone = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let e = err.fileHandleForReading.readDataToEndOfFile()
+            errData.withLock { $0 = e }
+            errDone.signal()
+        }
         let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
+        errDone.wait()
         process.waitUntilExit()
         return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                   stderr: String(decoding: e, as: UTF8.self))
+                   stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self))
     }
 
     @Test("homebase config shows and changes pins and limits, refuses bad values, survives init again")

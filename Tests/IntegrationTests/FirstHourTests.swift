@@ -19,21 +19,7 @@ struct FirstHourTests {
     }
 
     func run(_ tool: String, _ args: [String], env: [String: String] = [:], cwd: String? = nil) throws -> Run {
-        let process = Process()
-        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
-        process.executableURL = CLISmokeTests.binaries.appendingPathComponent(tool)
-        process.arguments = args
-        process.environment = self.environment(env)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                   stderr: String(decoding: e, as: UTF8.self))
+        try CLISmokeTests.run(tool, args, environment: self.environment(env), cwd: cwd)
     }
 
     func firstLine(_ text: String) -> String { text.split(separator: "\n").first.map(String.init) ?? "" }
