@@ -173,6 +173,8 @@ public final class FleetLatencies: Sendable {
         case jetStreamPublish = "js_publish"
         /// A stream API call: message get, delete, stream info.
         case jetStreamAPI = "js_api"
+        /// A login's claim on its key, until the edge that held the key let go (or none held it).
+        case claim
     }
 
     public static let boundsSeconds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1]

@@ -30,9 +30,13 @@ public final class JetStreamMailbox: Mailbox, @unchecked Sendable {
     private let tallies = Mutex([PublicKey: Int]())
     static let maxRemembered = 200_000
 
-    /// Connects the mailbox to `stream`, creating it (or updating its limits) first.
+    /// Connects the mailbox to `stream`, creating it (or updating its limits) first. JetStream that does not
+    /// answer yet (a cluster electing its meta leader, a node restarting beside this edge) is asked again with a
+    /// growing pause until `startupDeadlineMs` has passed; `waiting` hears each refusal. An answer that refuses the
+    /// stream is final at once.
     public init(bus: FleetBus, stream: String = "HOMEBASE_MAILBOX", limits: MailboxLimits, replicas: Int,
-                maxPayloadBytes: Int) throws
+                maxPayloadBytes: Int, startupDeadlineMs: UInt64 = 30_000,
+                waiting: (String) -> Void = { _ in }) throws
     {
         self.bus = bus
         self.stream = stream
@@ -41,11 +45,32 @@ public final class JetStreamMailbox: Mailbox, @unchecked Sendable {
             name: stream, subjects: [FleetSubjects.mailboxWildcard], maxMessagesPerSubject: limits.maxFrames,
             maxAgeMs: limits.lifetimeMs, maxMessageBytes: maxPayloadBytes + FleetStoredFrame.headerBytes + 1_024,
             replicas: replicas)
-        var result = try self.api("CREATE", config.json())
-        if case .failure(let e) = result, e.errCode == 10058 {  // stream name already in use: keep it, update limits
-            result = try self.api("UPDATE", config.json())
+        let start = ContinuousClock.now
+        var pauseMs: UInt64 = 100
+        while true {
+            do {
+                var result = try self.api("CREATE", config.json())
+                if case .failure(let e) = result, e.errCode == 10058 {  // name in use: keep it, update limits
+                    result = try self.api("UPDATE", config.json())
+                }
+                if case .failure(let e) = result { throw NatsError("cannot create the mailbox stream \(stream): \(e)") }
+                return
+            } catch let e as JetStreamUnanswered {
+                let elapsedMs = UInt64((ContinuousClock.now - start) / .milliseconds(1))
+                guard elapsedMs + pauseMs < startupDeadlineMs else {
+                    throw NatsError("\(e.message) (asked for \(elapsedMs) ms)")
+                }
+                waiting(e.message)
+                Thread.sleep(forTimeInterval: Double(pauseMs) / 1000)
+                pauseMs = min(pauseMs * 2, 2_000)
+            }
         }
-        if case .failure(let e) = result { throw NatsError("cannot create the mailbox stream \(stream): \(e)") }
+    }
+
+    /// JetStream did not answer at all (no responders, or no answer in time): worth asking again at startup.
+    struct JetStreamUnanswered: Error, CustomStringConvertible {
+        let message: String
+        var description: String { self.message }
     }
 
     private func api(_ verb: String, _ body: [UInt8]) throws -> Result<[UInt8], JetStreamWire.APIError> {
@@ -55,8 +80,9 @@ public final class JetStreamMailbox: Mailbox, @unchecked Sendable {
         case .reply(let bytes):
             if case .failure(let e) = JetStreamWire.parse(bytes) { return .failure(e) }
             return .success(bytes)
-        case .noResponders: throw NatsError("JetStream is not available (no responders for STREAM.\(verb))")
-        case .timedOut: throw NatsError("JetStream did not answer STREAM.\(verb) within \(self.apiTimeoutMs) ms")
+        case .noResponders: throw JetStreamUnanswered(message: "JetStream is not available (no responders for STREAM.\(verb))")
+        case .timedOut:
+            throw JetStreamUnanswered(message: "JetStream did not answer STREAM.\(verb) within \(self.apiTimeoutMs) ms")
         case .failed(let why): throw NatsError(why)
         }
     }

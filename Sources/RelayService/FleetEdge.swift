@@ -23,33 +23,45 @@ final class FleetEdge {
     private var held: [PublicKey: (claim: FleetClaim, subscription: NatsSubscription)] = [:]
     private(set) var connected = true
 
-    init(configuration: RelayConfiguration, limits: MailboxLimits, events: @escaping @Sendable (NatsConnectionEvent) -> Void)
-        throws
+    init(configuration: RelayConfiguration, limits: MailboxLimits, waiting: (String) -> Void = { _ in },
+         events: @escaping @Sendable (NatsConnectionEvent) -> Void) throws
     {
         let nats = try NatsConnection(servers: configuration.natsServers, name: "relay-edge-\(configuration.edgeID)",
                                       events: events)
         self.bus = try FleetBus(nats: nats)
         self.edgeID = configuration.edgeID
         self.mailbox = try JetStreamMailbox(bus: self.bus, limits: limits, replicas: configuration.natsReplicas,
-                                           maxPayloadBytes: configuration.limits.maxPayloadBytes)
+                                           maxPayloadBytes: configuration.limits.maxPayloadBytes, waiting: waiting)
     }
 
     /// `key` logged in on this edge as connection `connection` at `atMs`: hold its subject and claim it.
-    /// `deliver` is called (on the NATS thread) with every message other edges send to the key.
+    /// `deliver` is called (on the NATS thread) with every message other edges send to the key. `settled` is
+    /// called once (on any thread) when the claim is known to the fleet: at once when this edge held the key
+    /// already or no other edge holds it ("no responders"), else when the holder answers, after it closed its
+    /// login (`true`), or said that its login is newer (`false`: this login must yield); after
+    /// `forwardTimeoutMs` without an answer, `true`. The login's READY waits for it, so that a frame sent to the
+    /// key after READY, through any edge, reaches the new login and not the old one.
     func hold(_ key: PublicKey, connection: UInt64, atMs: UInt64,
-              deliver: @escaping @Sendable (FleetMessage, _ reply: String?) -> Void) throws
+              deliver: @escaping @Sendable (FleetMessage, _ reply: String?) -> Void,
+              settled: @escaping @Sendable (_ newest: Bool) -> Void) throws
     {
         let claim = FleetClaim(atMs: atMs, edge: self.edgeID, connection: connection)
+        let subject = FleetSubjects.key(key)
         if let existing = self.held[key] {
             self.held[key] = (claim, existing.subscription)
-        } else {
-            let sub = try self.bus.nats.subscribe(FleetSubjects.key(key)) { m in
-                guard let message = try? FleetMessage.decode(m.data[...]) else { return }  // not from an edge
-                deliver(message, m.reply)
-            }
-            self.held[key] = (claim, sub)
+            try self.bus.publish(subject, FleetMessage.claim(claim).encoded())
+            return settled(true)
         }
-        try self.bus.publish(FleetSubjects.key(key), FleetMessage.claim(claim).encoded())
+        // Asked before this edge subscribes, so that its own subscription does not count as a responder.
+        self.bus.request(subject, FleetMessage.claim(claim).encoded(), kind: .claim, timeoutMs: Self.forwardTimeoutMs) {
+            reply in
+            if case .reply(let b) = reply, b.first == FleetReplyStatus.notDelivered.rawValue { settled(false) } else { settled(true) }
+        }
+        let sub = try self.bus.nats.subscribe(subject) { m in
+            guard let message = try? FleetMessage.decode(m.data[...]) else { return }  // not from an edge
+            deliver(message, m.reply)
+        }
+        self.held[key] = (claim, sub)
     }
 
     /// `key`'s connection `connection` ended: let go of its subject, unless a newer login on this edge holds it.

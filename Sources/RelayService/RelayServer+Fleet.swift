@@ -86,7 +86,10 @@ extension RelayServer {
                     fleet.release(key, connection: t.tcp.id)
                     t.perform(action)
                 }
+                // The new login's READY waits for this: no frame reaches the old login after it.
+                fleet.reply(reply, .delivered)
             case .reassert:
+                fleet.reply(reply, .notDelivered)
                 fleet.reassert(key)
             case .ignore:
                 break

@@ -87,7 +87,9 @@ public final class RelayServer: @unchecked Sendable {
             self.fleet = nil
             mailbox = try SQLiteMailbox(database: database, limits: mailboxLimits)
         } else {
-            let fleet = try FleetEdge(configuration: configuration, limits: mailboxLimits) { [logger] event in
+            let fleet = try FleetEdge(configuration: configuration, limits: mailboxLimits, waiting: { [logger] why in
+                logger.warning("Waiting for JetStream before listening", metadata: ["error": "\(why)"])
+            }) { [logger] event in
                 switch event {
                 case .disconnected: logger.warning("NATS disconnected; reconnecting")
                 case .reconnected(let server): logger.notice("NATS reconnected", metadata: ["server": "\(server)"])
@@ -251,28 +253,45 @@ public final class RelayServer: @unchecked Sendable {
         self.pendingAuth -= 1
         self.logger.debug("Client authenticated", metadata: ["conn.id": "\(c.tcp.id)", "peer.pk": key.short])
         let id = c.tcp.id
+        // READY waits for the stored count and, on a fleet edge, for the claim to settle across the edges.
+        let gate = ReadyGate(waitingForClaim: self.fleet != nil)
         if let fleet = self.fleet {
             do {
-                try fleet.hold(key, connection: id, atMs: self.wallClockMs) { [weak self] message, reply in
+                try fleet.hold(key, connection: id, atMs: self.wallClockMs, deliver: { [weak self] message, reply in
                     guard let self else { return }
                     self.loop.execute { self.fleetReceived(message, for: key, reply: reply) }
-                }
+                }, settled: { [weak self] newest in
+                    guard let self else { return }
+                    self.loop.execute {
+                        guard let c = self.connections[id] else { return }
+                        if !newest, let action = c.session?.replaced() {  // a newer login elsewhere holds the key
+                            self.fleet?.release(key, connection: id)
+                            return c.perform(action)
+                        }
+                        if let stored = gate.claimSettled() { self.writeReady(c, stored: stored) }
+                    }
+                })
             } catch {
                 self.logger.error("Cannot hold the key in the fleet", metadata: ["error": "\(error)"])
+                _ = gate.claimSettled()
             }
         }
         self.worker.submit(.pendingCount(key) { [self] result in
             self.loop.execute { [self] in
-                guard let c = self.connections[id], c.isWebSocket else { return }
-                let stored = (try? result.get()) ?? 0
-                c.writeFrame(c.session!.readyFrame(stored: stored))
-                if let after = c.order.readyWritten(stored: stored, backlogged: self.isBacklogged(c)) {
-                    self.fetchPage(c, after: after)
-                } else {
-                    self.flushDeferred(c)
-                }
+                guard let c = self.connections[id] else { return }
+                if let stored = gate.counted((try? result.get()) ?? 0) { self.writeReady(c, stored: stored) }
             }
         })
+    }
+
+    private func writeReady(_ c: RelayConnection, stored: Int) {
+        guard c.isWebSocket, let session = c.session else { return }
+        c.writeFrame(session.readyFrame(stored: stored))
+        if let after = c.order.readyWritten(stored: stored, backlogged: self.isBacklogged(c)) {
+            self.fetchPage(c, after: after)
+        } else {
+            self.flushDeferred(c)
+        }
     }
 
     // MARK: Forwarding (Protocol/relay.md §4)
@@ -554,5 +573,25 @@ final class ResultBox<T: Sendable>: @unchecked Sendable {
     func wait() -> T {
         self.semaphore.wait()
         return self.value!
+    }
+}
+
+/// The two things a login's READY waits for: the stored count, and on a fleet edge the key's claim. Loop-confined.
+final class ReadyGate: @unchecked Sendable {  // touched only on the loop
+    private var claimPending: Bool
+    private var stored: Int?
+
+    init(waitingForClaim: Bool) { self.claimPending = waitingForClaim }
+
+    /// The claim settled; the stored count when READY may go now.
+    func claimSettled() -> Int? {
+        self.claimPending = false
+        return self.stored
+    }
+
+    /// The stored count arrived; itself when READY may go now.
+    func counted(_ n: Int) -> Int? {
+        self.stored = n
+        return self.claimPending ? nil : n
     }
 }

@@ -42,6 +42,26 @@ struct RelayFleetTests {
         }
     }
 
+    /// A key's login on a second edge gets READY only once the edge holding the key has let it go, so that a
+    /// frame sent after READY through the old edge reaches the new login (tools/fleet-test's takeover check once
+    /// lost that race on a loaded machine). Edge 1 is kept busy, so it hears the new claim late.
+    @Test func aTakeoverIsReadyOnlyOnceTheOldEdgeLetTheKeyGo() throws {
+        try self.withFleet { e1, e2 in
+            let key = SigningSecretKey.generate()
+            let old = try TestClient(e1, key: key)
+            e1.server.loop.execute { Thread.sleep(forTimeInterval: 0.6) }
+            let start = ContinuousClock.now
+            let new = try TestClient(e2, key: key)  // returns at READY
+            #expect(ContinuousClock.now - start >= .milliseconds(400), "READY came before edge 1 let the key go")
+            #expect(old.closeCode(timeout: .seconds(2)) == 4001)
+            let sender = try TestClient(e1)
+            try sender.send(9, to: key.publicKey, payload: [4, 2])
+            guard case .deliver(_, 0, let p) = try new.next() else { throw TestFailure("no live DELIVER on the new login") }
+            #expect(Array(p) == [4, 2])
+            #expect(try sender.receipt() == (9, .delivered))
+        }
+    }
+
     @Test func aLiveFrameToAKeyHeldNowhereGetsReceipt2AtOnce() throws {
         try self.withFleet { e1, _ in
             let a = try TestClient(e1)
