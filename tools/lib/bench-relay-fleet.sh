@@ -35,7 +35,7 @@ bench_fleet() {
     local e pids=() urls=()
     for e in 1 2; do
         local port=$((base + 300 + e))
-        taskset -c 0 "$bin/relay" --listen "127.0.0.1:$port" --nats "$NATS_URLS" --edge-id "bench-$e" \
+        taskset -c 0 "${RELAY_BIN:-$bin/relay}" --listen "127.0.0.1:$port" --nats "$NATS_URLS" --edge-id "bench-$e" \
             --log-level warning --send-frames-per-second 100000000 --send-frames-burst 100000000 \
             --send-bytes-per-second 100000000000 --send-bytes-burst 100000000000 >"$work/edge$e.log" 2>&1 &
         pids+=($!)
