@@ -1,6 +1,8 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseRouter
 
 /// One answered chat call and the route that was resolved for it.
 public struct ChatAnswer: Sendable {

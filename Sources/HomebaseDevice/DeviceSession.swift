@@ -3,6 +3,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
 import HomebaseNode
+import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 import Synchronization

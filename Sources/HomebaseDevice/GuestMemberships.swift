@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// What became of one contact-channel message offered to `GuestMemberships.handle(_:)`.
 public enum GuestInboundOutcome: Equatable, Sendable {

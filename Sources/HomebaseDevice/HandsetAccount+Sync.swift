@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// What the handset does with its siblings' sync_delta traffic (Protocol/messages.md §3, §4): the Homebase's
 /// adverts and the synced model choice.

@@ -2,6 +2,7 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseNode
+import HomebaseRouter
 import Synchronization
 
 /// Why pairing did not complete; each description is one line a person can act on.

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 
 /// Shape three of design.md §R4: a friend's Homebase over the sealed contact channel.

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 /// Test-before-persist over HTTP for `handset endpoint verify URL` (design.md §R4): `GET /api/version`,

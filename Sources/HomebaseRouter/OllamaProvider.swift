@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 /// The user's own Ollama (design.md §R4, shape one): the OpenAI engine pointed at the runtime's `/v1`, the

@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 
 /// The engine shared by `RemoteInferenceProvider` and `CrossAccountInferenceProvider`: it runs one chat

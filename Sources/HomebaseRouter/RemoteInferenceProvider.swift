@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 
 /// Shape two of design.md §R4: this account's Homebase over the sealed sibling channel (`sync_delta`).

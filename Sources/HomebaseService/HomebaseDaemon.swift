@@ -1,8 +1,8 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 import HomebaseStore
-import HomebaseRouter
 import HomebaseTransport
 
 /// The Homebase daemon's core: wires a `PeerMessenger` to pairing, adverts and inference.

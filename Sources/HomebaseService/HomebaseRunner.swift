@@ -1,7 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 

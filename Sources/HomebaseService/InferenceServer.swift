@@ -2,8 +2,8 @@
 import Glibc
 #endif
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 

@@ -1,10 +1,12 @@
 import Foundation
 import HomebaseCore
+import HomebaseDevice
+import HomebaseEngines
 import HomebaseNode
 import HomebaseRouter
 
 // handset: a phone of the Homebase's account (design.md §D). Parse, configure, run; the logic is in
-// HomebaseRouter/Device.
+// HomebaseDevice.
 
 let tool = "handset"
 

@@ -1,7 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 
@@ -358,7 +358,7 @@ struct HomebaseCommands {
     func checkedEndpoints() async throws -> (relay: String?, ollama: (url: String, version: String?)?) {
         var relay: String?
         if let given = self.args.value("relay") {
-            let url = try DeviceCommandLine.relayURL(given)
+            let url = try CLI.relayURL(given)
             let token = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             if let problem = RelayProbe.check(url: url, token: token) {
                 throw CLIError("\(problem); nothing was saved")

@@ -2,6 +2,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseRouter
 import HomebaseService
 import HomebaseTransport

@@ -4,6 +4,7 @@ import HomebaseCrypto
 import HomebaseNode
 import Synchronization
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// Issue 38, defect 2: a device session's watchdogs run on the monotonic clock. The wall clock steps an hour back

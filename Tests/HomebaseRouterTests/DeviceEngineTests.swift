@@ -1,9 +1,11 @@
 import APIEmulatorKit
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import HomebaseTransport
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The device engine (issue 35): `config device-engine URL|off` on a real `DeviceSession`, an OpenAI-compatible

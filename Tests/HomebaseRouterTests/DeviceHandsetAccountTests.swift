@@ -3,6 +3,7 @@ import Synchronization
 import HomebaseCrypto
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// A handset, an in-process fake Homebase that answers `pair.request` as told, on a loopback hub.

@@ -1,8 +1,10 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// A `DeviceSession` on a loopback hub with an in-process fake Homebase: its dispatch feeds pairing, adverts,

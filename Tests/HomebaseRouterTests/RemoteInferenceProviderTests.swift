@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import Testing
 @testable import HomebaseRouter

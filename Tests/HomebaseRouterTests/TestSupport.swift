@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import OllamaEmulatorKit
 import Synchronization
 @testable import HomebaseRouter
@@ -205,20 +206,4 @@ struct Harness {
     func joinedHomebase(state: JoinState = .joined, ageMs: UInt64 = 0, tags: [String] = ["llama3.1:70b"]) {
         self.joined.upsert(Fixture.joined(state: state, tags: tags, lastHeardMs: self.now - ageMs))
     }
-}
-
-/// Runs `body` against an in-process Ollama emulator on a free port, with its root URL
-/// (`http://127.0.0.1:PORT`), stopping it after.
-func withOllamaEmulator(
-    _ configure: (inout EmulatorConfiguration) -> Void = { _ in },
-    _ body: (OllamaEmulator, String) async throws -> Void
-) async throws {
-    var configuration = EmulatorConfiguration()
-    configuration.port = 0
-    configuration.tokensPerSecond = 5_000
-    configure(&configuration)
-    let emulator = OllamaEmulator(configuration: configuration)
-    let port = try emulator.start(port: 0)
-    defer { emulator.stop() }
-    try await body(emulator, "http://127.0.0.1:\(port)")
 }

@@ -1,5 +1,5 @@
 import Foundation
-import HomebaseRouter
+import HomebaseEngines
 import HomebaseTransport
 import Testing
 @testable import HomebaseService

@@ -1,6 +1,6 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 import Testing

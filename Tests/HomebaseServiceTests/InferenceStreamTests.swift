@@ -1,6 +1,6 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import Synchronization
 import Testing
 @testable import HomebaseService

@@ -1,8 +1,8 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 import Synchronization

@@ -1,6 +1,8 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseDevice
 import HomebaseRouter
 import HomebaseService
 import HomebaseTransport

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseDevice
 import HomebaseRouter
 import HomebaseTransport
 import RelayService

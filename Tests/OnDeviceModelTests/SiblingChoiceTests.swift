@@ -2,8 +2,10 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
+import HomebaseEngines
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The choice syncs (design.md §C9): a sibling's `settings.model_choice` is applied without echo and, on a device whose

@@ -6,7 +6,6 @@ import HomebaseTransport
 import Synchronization
 
 #if canImport(Glibc)
-import CLinux
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -492,10 +491,7 @@ final class BlobWriter: @unchecked Sendable {
     /// reports any error), so a failure here is ignored.
     private func startWriteback() {
         guard self.fileBytes - self.writebackFrom >= Self.writebackStride else { return }
-        #if os(Linux)
-        _ = sync_file_range(self.fd, __off64_t(self.writebackFrom), __off64_t(self.fileBytes - self.writebackFrom),
-                            clinux_sync_file_range_write)
-        #endif
+        Posix.startWriteback(self.fd, offset: self.writebackFrom, count: self.fileBytes - self.writebackFrom)
         self.writebackFrom = self.fileBytes
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCuration
+import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 
