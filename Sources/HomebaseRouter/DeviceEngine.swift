@@ -46,7 +46,7 @@ public struct DeviceEngine: Sendable, Hashable, Codable {
         do {
             listing = try await http.send(HTTPRequest(method: "GET", url: url + "/v1/models",
                                                       headers: [("Accept", "application/json"),
-                                                                ("Authorization", "Bearer \(OllamaProvider.dummyKey)")], body: nil,
+                                                                ("Authorization", "Bearer \(OpenAIChatEngine.ollamaKey)")], body: nil,
                                                       connectTimeout: .seconds(5), timeout: .seconds(10),
                                                       maxResponseBytes: 4 << 20))
         } catch {
@@ -93,8 +93,8 @@ public struct DeviceEngineProvider: LLMProvider {
                 idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout) {
         self.engine = engine
         self.reportAs = reportAs
-        self.chat = OpenAIChatEngine(http: http, baseURL: engine.url + "/v1", apiKey: { OllamaProvider.dummyKey },
-                                     maxTokensField: .maxTokens, idleTimeout: idleTimeout)
+        // A local OpenAI-compatible runtime, asked the way the Homebase asks Ollama.
+        self.chat = OpenAIChatEngine.ollama(http: http, url: engine.url, idleTimeout: idleTimeout)
     }
 
     public var kind: ProviderKind { .onDevice }

@@ -12,12 +12,7 @@ struct HomebaseCommands {
     let logger: Logger
 
     func run() async throws {
-        var options = HomebaseRunner.Options { ollamaURL, readCadence in
-            // As many kept-alive connections as requests may stream at once: a burst of streams then reuses
-            // connections instead of opening new ones (connect, Ollama's accept) per request.
-            OpenAIChatEngine(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readCadence: readCadence)
-        }
+        var options = HomebaseRunner.Options()
         options.ui = try self.uiConfiguration()
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
         let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }

@@ -121,10 +121,7 @@ final class IntegrationHomebase: Sendable {
                 nowMs: Posix.wallClockMs)
         }
         self.publicKey = try self.state.deviceKey().publicKey
-        var options = HomebaseRunner.Options { ollamaURL, readCadence in
-            OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readCadence: readCadence)
-        }
+        var options = HomebaseRunner.Options()
         // Short runtime re-verification so the fault tests see the monitor react within a second or two.
         options.monitor.reverifyDelay = .milliseconds(100)
         options.monitor.firstRetryDelay = .milliseconds(300)
