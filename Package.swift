@@ -36,7 +36,7 @@ let package = Package(
 
         // Pure core.
         .target(name: "HomebaseCore"),
-        // Pure rules of on-device curation (seed 002): catalog, gates, sizes, DownloadState, the floor.
+        // Pure rules of on-device curation (docs/design.md §C): catalog, gates, sizes, DownloadState, the floor.
         .target(name: "HomebaseCuration", dependencies: ["HomebaseCore"]),
         // Shells.
         .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium", "CSHA256Shim"]),

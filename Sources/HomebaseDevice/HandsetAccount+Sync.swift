@@ -39,7 +39,7 @@ extension HandsetAccount {
         var reached = 0
         for sibling in self.siblings {
             let outcome = await messenger.sendAndWait(.modelChoice(outbound.choice), to: sibling,
-                                                      channel: .syncDelta, store: true)
+                                                      channel: .sibling, store: true)
             if !outcome.isFailure { reached += 1 }
         }
         return reached

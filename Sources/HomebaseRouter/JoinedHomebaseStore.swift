@@ -1,7 +1,7 @@
 import HomebaseCore
 import Synchronization
 
-/// Where a guest stands with a friend's Homebase (design.md §R4, shape three).
+/// Where a guest stands with a friend's Homebase (design.md §R4, the cross-account shape).
 public enum JoinState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Asked to join, or invited, but no grant yet: never routes.
     case pending

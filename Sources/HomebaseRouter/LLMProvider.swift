@@ -48,8 +48,13 @@ extension LLMProvider {
 }
 
 /// Which provider produced an answer; raw values are the `provider` field of `chat --json`.
+///
+/// The raw values are an outside contract (`chat --json`, `route --json`, the `X-Homebase-Provider` header,
+/// the scripts that read them): a case may be renamed in Swift, its raw value never.
 public enum ProviderKind: String, Sendable, Hashable, Codable, CaseIterable {
-    case remote
+    /// This account's own Homebase, a sibling over the sibling channel (`ExternalShape.sibling`,
+    /// `SiblingInferenceProvider`); `remote` on the outside, kept for the contract above.
+    case sibling = "remote"
     case crossAccount = "cross-account"
     case ollama
     case openai

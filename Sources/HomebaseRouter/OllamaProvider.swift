@@ -2,7 +2,7 @@ import HomebaseCore
 import HomebaseEngines
 import HomebaseTransport
 
-/// The user's own Ollama (design.md §R4, shape one): the engine `OpenAIChatEngine.ollama` builds (the one
+/// The user's own Ollama (design.md §R4, the local-endpoint shape): the engine `OpenAIChatEngine.ollama` builds (the one
 /// builder the Homebase uses too: the runtime's `/v1`, `max_tokens`, a dummy key) and the model tag.
 /// Inference never goes through the native `/api/chat`; `/api/*` is management only (`HTTPRuntimeVerifier`).
 public struct OllamaProvider: LLMProvider {

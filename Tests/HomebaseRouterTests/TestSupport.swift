@@ -90,7 +90,7 @@ final class RecordingProviderFactory: ProviderFactory {
         case ollama(url: String, model: String)
         case openai(model: String)
         case anthropic(model: String)
-        case remote(host: PublicKey, model: String)
+        case sibling(host: PublicKey, model: String)
         case crossAccount(host: PublicKey, model: String)
         case onDevice(DeviceModel?)
     }
@@ -130,9 +130,9 @@ final class RecordingProviderFactory: ProviderFactory {
         return KeyedFake(base: self.fake(.anthropic, model), apiKey: apiKey, seen: self)
     }
 
-    func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
-        self.made.withLock { $0.append(.remote(host: host, model: model)) }
-        return self.fake(.remote, model)
+    func makeSibling(host: PublicKey, model: String) -> any LLMProvider {
+        self.made.withLock { $0.append(.sibling(host: host, model: model)) }
+        return self.fake(.sibling, model)
     }
 
     func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {

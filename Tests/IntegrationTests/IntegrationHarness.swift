@@ -181,7 +181,7 @@ final class IntegrationHandset: Sendable {
         try self.session.settings.setExternalSelection(ExternalSelection(tag: model, host: .own))
         let routed = await eventually(.seconds(10)) {
             if self.session.router.resolution().route == .external { return true }
-            await self.session.refreshAdvert(from: code.homebase, channel: .syncDelta, timeout: .milliseconds(300))
+            await self.session.refreshAdvert(from: code.homebase, channel: .sibling, timeout: .milliseconds(300))
             return self.session.router.resolution().route == .external
         }
         guard routed else {
@@ -199,7 +199,7 @@ final class IntegrationHandset: Sendable {
     /// Asks the paired Homebase for its advert (waits at most `timeout`).
     func refreshAdvert(timeout: Duration = .milliseconds(500)) async {
         guard let homebase = self.session.account.homebase else { return }
-        await self.session.refreshAdvert(from: homebase, channel: .syncDelta, timeout: timeout)
+        await self.session.refreshAdvert(from: homebase, channel: .sibling, timeout: timeout)
     }
 
     /// Connects and sends one `pair.request` for `code`, retrying while the Homebase is not on the relay.
