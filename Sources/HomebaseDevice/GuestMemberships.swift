@@ -101,7 +101,7 @@ public struct GuestMemberships: Sendable {
             else { return .dropped }
             record.state = .joined
             if case .only(let tags) = grant.models {
-                record.models = tags.map { AdvertisedModel(tag: $0) }
+                record.models = tags.map { AdvertPayload.Model.tagOnly($0) }
             }
             record.lastHeardMs = max(record.lastHeardMs, now)
             do {

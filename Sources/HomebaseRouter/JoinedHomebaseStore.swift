@@ -18,11 +18,11 @@ public struct JoinedHomebase: Sendable, Hashable {
     public var name: String?
     public var state: JoinState
     /// Models from the host's last advert to this guest.
-    public var models: [AdvertisedModel]
+    public var models: [AdvertPayload.Model]
     /// The last time any frame from the host arrived (`noteHostAlive`) or an advert was received.
     public var lastHeardMs: UInt64
 
-    public init(host: PublicKey, name: String? = nil, state: JoinState, models: [AdvertisedModel] = [],
+    public init(host: PublicKey, name: String? = nil, state: JoinState, models: [AdvertPayload.Model] = [],
                 lastHeardMs: UInt64) {
         self.host = host
         self.name = name

@@ -39,13 +39,13 @@ enum Fixture {
     static func advert(issuedAtMs: UInt64, seq: UInt64 = 1, host: PublicKey = Fixture.ownHomebase,
                        tags: [String] = ["qwen2.5:7b"]) -> VerifiedAdvert {
         VerifiedAdvert(host: host, seq: seq, issuedAtMs: issuedAtMs, runtimeVersion: "0.5.1",
-                       models: tags.map { AdvertisedModel(tag: $0, capabilities: ["completion", "tools"], loaded: true) })
+                       models: tags.map { .tagOnly($0, capabilities: ["completion", "tools"], loaded: true) })
     }
 
     static func joined(_ host: PublicKey = Fixture.friend, name: String? = "Ana", state: JoinState = .joined,
                        tags: [String] = ["llama3.1:70b"], lastHeardMs: UInt64) -> JoinedHomebase {
         JoinedHomebase(host: host, name: name, state: state,
-                       models: tags.map { AdvertisedModel(tag: $0) }, lastHeardMs: lastHeardMs)
+                       models: tags.map { .tagOnly($0) }, lastHeardMs: lastHeardMs)
     }
 
     static func endpoint(at ms: UInt64 = 0) -> VerifiedEndpoint {
