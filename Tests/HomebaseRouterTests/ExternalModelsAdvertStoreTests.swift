@@ -85,8 +85,27 @@ import Testing
         #expect(self.store.advert == advert)
     }
 
+    @Test func theSmallestStoredModelReads() throws {
+        try self.backend.set(Self.record(#"[{"tag":"m","capabilities":[],"loaded":true}]"#),
+                             forKey: ExternalModelsAdvertStore.Key.ownAdvert)
+        #expect(self.store.advert?.models.map(\.tag) == ["m"])
+    }
+
+    static let host = String(repeating: "a1", count: 32)
+    /// A stored advert of `host` with `models` (JSON text).
+    static func record(_ models: String) -> String {
+        #"{"host":"\#(host)","seq":1,"issued_at_ms":1,"models":\#(models)}"#
+    }
+
     @Test(arguments: ["garbage", #"{"host":"abcd","seq":1,"issued_at_ms":1,"models":[]}"#,
-                      #"{"host":"\#(String(repeating: "a1", count: 32))","seq":-1,"issued_at_ms":1,"models":[]}"#])
+                      #"{"host":"\#(host)","seq":-1,"issued_at_ms":1,"models":[]}"#,
+                      // A stored model is read leniently only where a field may be missing, never mistyped.
+                      record(#"[{"capabilities":[],"loaded":true}]"#),
+                      record(#"[{"tag":"m","loaded":true}]"#),
+                      record(#"[{"tag":"m","capabilities":[]}]"#),
+                      record(#"[{"tag":"m","family":7,"capabilities":[],"loaded":true}]"#),
+                      record(#"[{"tag":"m","capabilities":[],"loaded":true,"unknown":"family"}]"#),
+                      record(#"{"tag":"m","capabilities":[],"loaded":true}"#)])
     func aDamagedStoredAdvertReadsAsNone(stored: String) throws {
         try self.backend.set(stored, forKey: ExternalModelsAdvertStore.Key.ownAdvert)
         #expect(self.store.advert == nil)
