@@ -2,10 +2,10 @@
 import PackageDescription
 
 // Layers, arrows pointing down (design/style.md §1):
-//   executables → HomebaseDevice (the handset's and guest's CLI, on-device models)
-//   → services (RelayService, HomebaseService, HomebaseRouter) → HomebaseEngines (chat engines over HTTP),
-//   HomebaseNode → Transport / Store / Crypto → HomebaseCore (pure: no sockets, clocks, randomness or C).
-// HomebaseService never imports HomebaseRouter or HomebaseDevice: the daemon needs only the engines.
+//   executables → HomebaseDevice (the handset's and guest's side) → services (RelayService, HomebaseService,
+//   HomebaseRouter) → HomebaseEngines (chat engines over HTTP), HomebaseNode → Transport / Store / Crypto
+//   → HomebaseCore (pure: no sockets, clocks, randomness or C). HomebaseService never imports HomebaseRouter
+//   or HomebaseDevice: the daemon needs only the engines. Map: docs/architecture.md.
 // Only HomebaseCrypto imports CSodium and CSHA256Shim, only HomebaseStore imports CSQLite, only HomebaseTransport
 // imports CLinux/CCurl/CCurlShim, only RelayFleet imports CNats.
 let package = Package(
@@ -65,7 +65,7 @@ let package = Package(
 
         // Executables: parse, configure, run.
         .executableTarget(name: "relay", dependencies: ["RelayService"]),
-        .executableTarget(name: "homebase", dependencies: ["HomebaseService", "HomebaseEngines"]),
+        .executableTarget(name: "homebase", dependencies: ["HomebaseService"]),
         .executableTarget(name: "handset", dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines"]),
         .executableTarget(name: "guest", dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines"]),
         .target(name: "ConformanceKit",
@@ -84,13 +84,15 @@ let package = Package(
         // One fuzz harness per parser that faces the network or the disk, and their seeds. Built here so the
         // suite replays seeds and regressions through the same code; fuzzed by Fuzz/Package.swift.
         .target(name: "FuzzHarnesses",
-                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseEngines", "HomebaseService", "RelayService"]),
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseEngines", "HomebaseService",
+                               "RelayService"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
         .testTarget(name: "OnDeviceModelTests",
-                    dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
-                                   "HomebaseCrypto", "HomebaseCore", "HomebaseNode"]),
+                    dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines", "HomebaseCuration",
+                                   "HubEmulatorKit", "HomebaseTransport", "HomebaseCrypto", "HomebaseCore",
+                                   "HomebaseNode"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto", "CSodium"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
@@ -104,13 +106,12 @@ let package = Package(
         .testTarget(name: "HomebaseServiceTests",
                     dependencies: ["HomebaseService", "HomebaseEngines", "HomebaseRouter", "OllamaEmulatorKit"]),
         .testTarget(name: "ConformanceKitTests",
-                    dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "HomebaseEngines", "HomebaseRouter",
-                                   "OllamaEmulatorKit"]),
+                    dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
         .testTarget(name: "FuzzHarnessesTests", dependencies: ["FuzzHarnesses"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["RelayService", "HomebaseService", "HomebaseEngines", "HomebaseRouter", "HomebaseDevice",
-                                   "HomebaseNode", "OllamaEmulatorKit"]),
+                    dependencies: ["RelayService", "HomebaseService", "HomebaseEngines", "HomebaseRouter",
+                                   "HomebaseDevice", "HomebaseNode", "OllamaEmulatorKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

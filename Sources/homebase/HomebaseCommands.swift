@@ -1,6 +1,5 @@
 import Foundation
 import HomebaseCore
-import HomebaseEngines
 import HomebaseNode
 import HomebaseService
 import HomebaseTransport

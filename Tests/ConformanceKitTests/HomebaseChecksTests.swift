@@ -2,8 +2,6 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
-import HomebaseEngines
-import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 import OllamaEmulatorKit

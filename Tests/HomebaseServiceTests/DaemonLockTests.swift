@@ -1,5 +1,4 @@
 import Foundation
-import HomebaseEngines
 import HomebaseTransport
 import Testing
 @testable import HomebaseService

@@ -1,8 +1,8 @@
 import Foundation
 import HomebaseCore
 import HomebaseEngines
-import HomebaseNode
 import HomebaseDevice
+import HomebaseNode
 import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
