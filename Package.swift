@@ -2,8 +2,10 @@
 import PackageDescription
 
 // Layers, arrows pointing down (design/style.md §1):
-//   executables → services (RelayService, HomebaseService, HomebaseRouter, HomebaseNode)
-//   → Transport / Store / Crypto → HomebaseCore (pure: no sockets, clocks, randomness or C).
+//   executables → HomebaseDevice (the handset's and guest's side) → services (RelayService, HomebaseService,
+//   HomebaseRouter) → HomebaseEngines (chat engines over HTTP), HomebaseNode → Transport / Store / Crypto
+//   → HomebaseCore (pure: no sockets, clocks, randomness or C). HomebaseService never imports HomebaseRouter
+//   or HomebaseDevice: the daemon needs only the engines. Map: docs/architecture.md.
 // Only HomebaseCrypto imports CSodium and CSHA256Shim, only HomebaseStore imports CSQLite, only HomebaseTransport
 // imports CLinux/CCurl/CCurlShim, only RelayFleet imports CNats.
 let package = Package(
@@ -34,7 +36,7 @@ let package = Package(
 
         // Pure core.
         .target(name: "HomebaseCore"),
-        // Pure rules of on-device curation (seed 002): catalog, gates, sizes, DownloadState, the floor.
+        // Pure rules of on-device curation (docs/design.md §C): catalog, gates, sizes, DownloadState, the floor.
         .target(name: "HomebaseCuration", dependencies: ["HomebaseCore"]),
         // Shells.
         .target(name: "HomebaseCrypto", dependencies: ["HomebaseCore", "CSodium", "CSHA256Shim"]),
@@ -47,18 +49,25 @@ let package = Package(
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport", "RelayFleet"]),
         .target(name: "HomebaseNode",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport"]),
+        // Chat engines (OpenAI-compatible, Anthropic), their stream decoders and HTTP transport.
+        .target(name: "HomebaseEngines", dependencies: ["HomebaseCore", "HomebaseTransport"]),
+        // LLMRouter, its providers and stores, the relay inference client.
         .target(name: "HomebaseRouter",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode", "HomebaseCuration", "CLinux"]),
+                               "HomebaseNode", "HomebaseCuration", "HomebaseEngines"]),
+        // The phone's side: the handset/guest CLI, console, session, on-device models and Hub downloads.
+        .target(name: "HomebaseDevice",
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
+                               "HomebaseNode", "HomebaseCuration", "HomebaseEngines", "HomebaseRouter"]),
         .target(name: "HomebaseService",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseStore", "HomebaseTransport",
-                               "HomebaseNode", "HomebaseRouter"]),
+                               "HomebaseNode", "HomebaseEngines"]),
 
         // Executables: parse, configure, run.
         .executableTarget(name: "relay", dependencies: ["RelayService"]),
         .executableTarget(name: "homebase", dependencies: ["HomebaseService"]),
-        .executableTarget(name: "handset", dependencies: ["HomebaseRouter"]),
-        .executableTarget(name: "guest", dependencies: ["HomebaseRouter"]),
+        .executableTarget(name: "handset", dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines"]),
+        .executableTarget(name: "guest", dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines"]),
         .target(name: "ConformanceKit",
                 dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseTransport", "HomebaseNode"]),
         .executableTarget(name: "conformance", dependencies: ["ConformanceKit"]),
@@ -75,27 +84,34 @@ let package = Package(
         // One fuzz harness per parser that faces the network or the disk, and their seeds. Built here so the
         // suite replays seeds and regressions through the same code; fuzzed by Fuzz/Package.swift.
         .target(name: "FuzzHarnesses",
-                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseRouter", "HomebaseService", "RelayService"]),
+                dependencies: ["HomebaseCore", "HomebaseCrypto", "HomebaseEngines", "HomebaseService",
+                               "RelayService"]),
 
         .testTarget(name: "HomebaseCoreTests", dependencies: ["HomebaseCore"]),
         .testTarget(name: "HomebaseCurationTests", dependencies: ["HomebaseCuration"]),
         .testTarget(name: "OnDeviceModelTests",
-                    dependencies: ["HomebaseRouter", "HomebaseCuration", "HubEmulatorKit", "HomebaseTransport",
-                                   "HomebaseCrypto", "HomebaseCore", "HomebaseNode"]),
+                    dependencies: ["HomebaseDevice", "HomebaseRouter", "HomebaseEngines", "HomebaseCuration",
+                                   "HubEmulatorKit", "HomebaseTransport", "HomebaseCrypto", "HomebaseCore",
+                                   "HomebaseNode"]),
         .testTarget(name: "HomebaseCryptoTests", dependencies: ["HomebaseCrypto", "CSodium"]),
         .testTarget(name: "HomebaseStoreTests", dependencies: ["HomebaseStore"]),
         .testTarget(name: "HomebaseTransportTests", dependencies: ["HomebaseTransport", "HomebaseCrypto"]),
         .testTarget(name: "RelayServiceTests", dependencies: ["RelayService", "HomebaseCrypto", "HomebaseTransport"]),
         .testTarget(name: "HomebaseNodeTests", dependencies: ["HomebaseNode", "RelayService"]),
+        .testTarget(name: "HomebaseEnginesTests",
+                    dependencies: ["HomebaseEngines", "OllamaEmulatorKit", "HomebaseTransport"]),
         .testTarget(name: "HomebaseRouterTests",
-                    dependencies: ["HomebaseRouter", "APIEmulatorKit", "OllamaEmulatorKit", "HomebaseTransport"]),
-        .testTarget(name: "HomebaseServiceTests", dependencies: ["HomebaseService", "OllamaEmulatorKit"]),
+                    dependencies: ["HomebaseRouter", "HomebaseDevice", "HomebaseEngines", "APIEmulatorKit",
+                                   "OllamaEmulatorKit", "HomebaseTransport"]),
+        .testTarget(name: "HomebaseServiceTests",
+                    dependencies: ["HomebaseService", "HomebaseEngines", "HomebaseRouter", "OllamaEmulatorKit"]),
         .testTarget(name: "ConformanceKitTests",
-                    dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "HomebaseRouter", "OllamaEmulatorKit"]),
+                    dependencies: ["ConformanceKit", "RelayService", "HomebaseService", "OllamaEmulatorKit"]),
         .testTarget(name: "OllamaEmulatorKitTests", dependencies: ["OllamaEmulatorKit", "HomebaseTransport"]),
         .testTarget(name: "FuzzHarnessesTests", dependencies: ["FuzzHarnesses"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["RelayService", "HomebaseService", "HomebaseRouter", "HomebaseNode", "OllamaEmulatorKit"]),
+                    dependencies: ["RelayService", "HomebaseService", "HomebaseEngines", "HomebaseRouter",
+                                   "HomebaseDevice", "HomebaseNode", "OllamaEmulatorKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

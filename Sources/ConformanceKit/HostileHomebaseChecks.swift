@@ -178,7 +178,7 @@ struct HomebaseAttack {
             case .pairReject(let reason): name = "pair.reject \(reason)"
             default: name = r.message.type
             }
-            counts[name + (r.channel == .syncDelta ? " (sync_delta)" : ""), default: 0] += 1
+            counts[name + (r.channel == .sibling ? " (sync_delta)" : ""), default: 0] += 1
         }
         return RelayAttack.tally(counts)
     }
@@ -277,15 +277,15 @@ struct HomebaseAttack {
         let (replies, window) = try self.monitor.during { () throws -> [HostPeer.Reply] in
             for store in [false, true] {
                 for m in contact { try s.send(m, channel: .contact, store: store) }
-                for m in sync { try s.send(m, channel: .syncDelta, store: store) }
+                for m in sync { try s.send(m, channel: .sibling, store: store) }
             }
             // The guest is a contact, not a sibling: nothing on sync_delta is for it to ask.
-            for id in guestIDs { try self.line.send(Self.request(id), channel: .syncDelta) }
-            try self.line.send(.advertRequest, channel: .syncDelta)
+            for id in guestIDs { try self.line.send(Self.request(id), channel: .sibling) }
+            try self.line.send(.advertRequest, channel: .sibling)
             return s.drain(until: .now + self.h.linger)
         }
         let leaked = self.line.replies(from: start).filter { r in
-            if r.channel == .syncDelta { return true }
+            if r.channel == .sibling { return true }
             switch r.message {
             case .inferAccept(let a): return guestIDs.contains(a.id)
             case .inferError(let e): return guestIDs.contains(e.id)
@@ -427,7 +427,7 @@ struct HomebaseAttack {
         let started = ContinuousClock.now
         let (replies, window) = try self.monitor.during { () throws -> [HostPeer.Reply] in
             for p in peers {
-                try p.send(.pairRequest(secret: Hex.encode(SecureRandom.bytes(16)), name: "hostile"), channel: .syncDelta)
+                try p.send(.pairRequest(secret: Hex.encode(SecureRandom.bytes(16)), name: "hostile"), channel: .sibling)
             }
             return Self.drain(peers, until: .now + self.h.linger + .seconds(1))
         }

@@ -24,14 +24,14 @@ enum HostileJSON {
         let arrays = Self.nested("[", "]", depth: room / 2)
         return [
             Shape(name: "nested arrays", channel: .contact, bytes: Array(arrays.utf8)),
-            Shape(name: "nested objects", channel: .syncDelta,
+            Shape(name: "nested objects", channel: .sibling,
                   bytes: Array(Self.nested(#"{"a":"#, "}", depth: room / 6, inner: "0").utf8)),
             Shape(name: "unclosed arrays", channel: .contact, bytes: Array(String(repeating: "[", count: room).utf8)),
             Shape(name: "deep infer.request", channel: .contact,
                   bytes: Array(#"{"id":"\#(requestID)","messages":\#(arrays),"model":"m","type":"infer.request"}"#.utf8)),
             Shape(name: "deep contact.join", channel: .contact,
                   bytes: Array(#"{"name":"deep","pad":\#(arrays),"type":"contact.join"}"#.utf8)),
-            Shape(name: "deep pair.request", channel: .syncDelta,
+            Shape(name: "deep pair.request", channel: .sibling,
                   bytes: Array(#"{"name":"deep","pad":\#(arrays),"secret":"00","type":"pair.request"}"#.utf8)),
         ]
     }
@@ -49,7 +49,7 @@ enum HostileJSON {
         // request would be answered `not_granted`.
         return [
             Shape(name: "wide object", channel: .contact, bytes: Array(#"{\#(keys),"type":"advert.request"}"#.utf8)),
-            Shape(name: "repeated type keys", channel: .syncDelta,
+            Shape(name: "repeated type keys", channel: .sibling,
                   bytes: Array(("{" + Array(repeating: #""type":"advert.request""#, count: room / 25)
                       .joined(separator: ",") + "}").utf8)),
             Shape(name: "infer.request over the message limit", channel: .contact,

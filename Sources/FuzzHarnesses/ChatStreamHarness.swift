@@ -1,5 +1,5 @@
 import HomebaseCore
-import HomebaseRouter
+import HomebaseEngines
 
 /// The model stream decoders behind a chat answer, as the HTTP transport drives them (`ChatStreamAssembler`:
 /// SSE parser, its fast lane, the backend's decoder). `openai-stream` is OpenAI's and Ollama's `/v1` (the

@@ -46,7 +46,7 @@ enum EnvelopeHarness {
         let bytes = input[1...]
         let relation = [SenderRelation.stranger, .sibling, .contact, SenderRelation(isSibling: true, isContact: true)][
             Int(mode >> 2) & 3]
-        let channel: Channel = mode & 0x10 == 0 ? .contact : .syncDelta
+        let channel: Channel = mode & 0x10 == 0 ? .contact : .sibling
         switch mode & 3 {
         case 0:
             let named = bytes.count >= 34 ? PublicKey(bytes: bytes.dropFirst(2).prefix(32)) : nil

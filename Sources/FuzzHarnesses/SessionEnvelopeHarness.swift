@@ -57,7 +57,7 @@ enum SessionEnvelopeHarness {
     /// a's initiation of the vectors, made on `table`.
     static func initiate(_ table: inout SessionTable, ephemeral: NoiseKeyPair) throws(CryptoError) -> [UInt8] {
         try table.initiate(
-            to: EnvelopeHarness.keys.b.publicKey, channel: .syncDelta, sessionID: Self.sessionID, ephemeral: ephemeral,
+            to: EnvelopeHarness.keys.b.publicKey, channel: .sibling, sessionID: Self.sessionID, ephemeral: ephemeral,
             messageID: [UInt8](repeating: 0x11, count: 16), sentAtMs: 1_764_400_000_000, nowMs: 1_764_400_000_000)
     }
 
@@ -117,7 +117,7 @@ enum SessionEnvelopeHarness {
         let bytes = input[1...]
         let relation = [SenderRelation.stranger, .sibling, .contact, SenderRelation(isSibling: true, isContact: true)][
             Int(mode >> 2) & 3]
-        let channel: Channel = mode & 0x10 == 0 ? .contact : .syncDelta
+        let channel: Channel = mode & 0x10 == 0 ? .contact : .sibling
         let (receiver, sender) = mode & 0x20 == 0 ? (Self.sides.b, Self.sides.a) : (Self.sides.a, Self.sides.b)
         let established = mode & 0x40 == 0
         let variant = mode & 0x80 != 0
@@ -222,7 +222,7 @@ enum SessionEnvelopeHarness {
             try check(header.kind == .initiation && header.counter == 0, "an initiation with counter \(header.counter)")
             try check(receiver.key.publicKey == Self.sides.b.key.publicKey, "a made no initiation of its own")
             try check(!established || header.sessionID != Self.sessionID, "an initiation reused the session id")
-            try check(header.channel == .syncDelta ? relation.isSibling : relation.isContact && relation.isGranted,
+            try check(header.channel == .sibling ? relation.isSibling : relation.isContact && relation.isGranted,
                       "a session made by a sender not entitled to the channel")
         case .established(let answered):
             try checkEqual(answered, header, "the response's header")
@@ -232,7 +232,7 @@ enum SessionEnvelopeHarness {
         case .transport(let opened, let plaintext, let message):
             try checkEqual(opened, header, "the transport message's header")
             try check(established && header.sessionID == Self.sessionID, "a transport message on no session")
-            try check(header.channel == .syncDelta, "a transport message on another channel than its session's")
+            try check(header.channel == .sibling, "a transport message on another channel than its session's")
             try check(plaintext.count % EnvelopePadding.blockSize == 0 && !plaintext.isEmpty, "an unpadded plaintext")
             try check(header.counter < SessionTable.rejectAfterMessages, "a counter past reject_after")
             let epoch = header.counter >> SessionTable.epochShift
@@ -259,7 +259,7 @@ enum SessionEnvelopeHarness {
     /// `plaintext` padded and sealed by the sender's table on the established session (its first message: counter 0);
     /// on another channel than the session's (sync_delta), where the table has no session, sealed independently.
     static func seal(_ plaintext: [UInt8], channel: Channel, from sender: Side, to receiver: Side) -> [UInt8] {
-        guard channel == .syncDelta else {
+        guard channel == .sibling else {
             return Self.encrypt(EnvelopePadding.pad(plaintext),
                                 header: Self.header(counter: 0, channel: channel, from: sender, to: receiver),
                                 key: receiver.receiveKey)
@@ -294,14 +294,14 @@ enum SessionEnvelopeHarness {
         let header = Self.header(counter: counter ?? 0, channel: channel, from: sender, to: receiver)
         let independent = Self.encrypt(padded, header: header, key: receiver.receiveKey)
         let sealed: [UInt8]
-        if counter == nil && channel == .syncDelta {
+        if counter == nil && channel == .sibling {
             sealed = Self.seal(plaintext, channel: channel, from: sender, to: receiver)
             try checkEqual(sealed, independent, "the session table's sealing against ENCRYPT")
         } else {
             sealed = independent
         }
         let expected: Result<Message, EnvelopeError>
-        if channel != .syncDelta {
+        if channel != .sibling {
             expected = .failure(.noSession)  // the session is bound to its handshake's channel
         } else if header.counter >> SessionTable.epochShift > SessionTable.maxEpochsAhead {
             expected = .failure(.openFailed)

@@ -96,15 +96,16 @@ public struct EnvelopeHeader: Equatable, Sendable {
 
 /// Envelope channels. Unknown values are kept so the receiver can drop them by rule, not by parse failure.
 public enum Channel: Equatable, Hashable, Sendable {
-    /// 0x01: between siblings in one roster.
-    case syncDelta
+    /// 0x01, `sync_delta` in Protocol/envelope.md: between siblings in one roster, the devices of one account
+    /// (a handset and the account's own Homebase among them).
+    case sibling
     /// 0x02: cross-account, 1:1.
     case contact
     case unknown(UInt8)
 
     public init(rawValue: UInt8) {
         switch rawValue {
-        case 0x01: self = .syncDelta
+        case 0x01: self = .sibling
         case 0x02: self = .contact
         default: self = .unknown(rawValue)
         }
@@ -112,7 +113,7 @@ public enum Channel: Equatable, Hashable, Sendable {
 
     public var rawValue: UInt8 {
         switch self {
-        case .syncDelta: 0x01
+        case .sibling: 0x01
         case .contact: 0x02
         case .unknown(let v): v
         }

@@ -45,7 +45,7 @@ public struct EnvelopeReceiver: Sendable {
         throws(EnvelopeError)
     {
         switch channel {
-        case .syncDelta:
+        case .sibling:
             guard relation.isSibling || messageType == MessageType.pairRequest else { throw .notEntitled }
         case .contact:
             guard relation.isContact || messageType == MessageType.contactJoin else { throw .notEntitled }
@@ -60,7 +60,7 @@ public struct EnvelopeReceiver: Sendable {
     /// the sessions a Homebase holds are bounded by its siblings and granted guests (4 each, §7.4).
     public func checkSessionEntitlement(channel: Channel, relation: SenderRelation) throws(EnvelopeError) {
         switch channel {
-        case .syncDelta:
+        case .sibling:
             guard relation.isSibling else { throw .notEntitled }
         case .contact:
             guard relation.isContact && relation.isGranted else { throw .notEntitled }

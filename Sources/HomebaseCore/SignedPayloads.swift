@@ -21,7 +21,9 @@ public struct AdvertPayload: SignedPayload {
         }
     }
 
-    public struct Model: Codable, Equatable, Sendable {
+    /// One model on the host's runtime: the one type for "a model on a runtime" from the wire to the
+    /// device's stores (issue 38 item 6; the router reads stored ones with `AdvertPayload.Model.Stored`).
+    public struct Model: Codable, Hashable, Sendable {
         public var tag: String
         public var family: String
         public var parameterSize: String

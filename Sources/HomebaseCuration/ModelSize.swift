@@ -67,7 +67,7 @@ public struct ModelSize: Sendable, Hashable, Codable {
     }
 
     /// The minimum-RAM recommendation: 4 GB for the OS and the app, plus the weights rounded up to the next 2 GB.
-    /// The shortlist lands at 6–8 GB, as the seed has it. Unknown sizes get the smallest recommendation.
+    /// The shortlist lands at 6–8 GB (design.md §C6-C7). Unknown sizes get the smallest recommendation.
     public static func minRAMGB(downloadBytes: Int64) -> Int {
         let gb = Double(max(downloadBytes, 1)) / 1e9
         return 4 + 2 * Int((gb / 2).rounded(.up))

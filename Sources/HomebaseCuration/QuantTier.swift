@@ -44,7 +44,7 @@ public struct QuantTier: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// Calibrated bytes per parameter (design.md §C5), for sizes the Hub did not report. Real quantised checkpoints
     /// carry unquantised embeddings, per-block scales and metadata, so 4-bit is 0.56, not the naive 0.5. 5-bit
-    /// is not in the seed's table: it is the midpoint of its 4- and 6-bit neighbours.
+    /// has no calibrated value: it is the midpoint of its 4- and 6-bit neighbours.
     public var bytesPerParameter: Double {
         switch self.bits {
         case 2: return 0.34

@@ -66,7 +66,7 @@ struct RepoNameScan {
     }
 }
 
-/// The heuristic repo-name parser (`MLXRepoParser` in the seed). Community names follow no grammar
+/// The heuristic repo-name parser (design.md §C2-C4). Community names follow no grammar
 /// (`Qwen2.5-1.5B-Instruct-4bit`, `gemma-3-4b-it-4bit`, `Meta-Llama-3.1-8B-Instruct-4bit`), so the parser
 /// matches known family needles, then looks for a version just after the family, a size token, variant words
 /// and a quantisation suffix. A name it cannot place returns `nil` — the "Other" family, which the browser drops:

@@ -3,9 +3,9 @@ import HomebaseCore
 
 /// The model-source radio (design.md §B, "the switch"): the routing truth.
 public enum ModelSource: String, Sendable, CaseIterable {
-    /// The built-in floor ("Apple Intelligence" in the seeds).
+    /// The built-in floor (design.md §R7; "Apple Intelligence" on a phone).
     case apple
-    /// A small model on the device's own runtime ("Community" MLX in the seeds).
+    /// A small model on the device's own runtime (design.md §B; "Community" MLX on a phone).
     case community
     /// Ollama, OpenAI or Claude, chosen by the runtime dropdown.
     case external

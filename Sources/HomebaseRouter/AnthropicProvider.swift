@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 /// Bring-your-own-key Claude (design.md §R3): the Messages API with the ring's active key, read per request.

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 
 /// Runs a `ChatEngine` as an `LLMProvider`'s two calls, shared by the HTTP providers: `complete` assembles
 /// text, tool calls, usage and the finish reason; `stream` forwards them as they come.

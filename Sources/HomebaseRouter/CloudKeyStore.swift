@@ -60,10 +60,10 @@ public struct CloudKeyStore: Sendable {
         self.backend.string(forKey: provider.slot)?.nonBlank
     }
 
-    /// Whether an OpenAI key is on file (the legacy slot, as the seeds' `hasBYOKey()`).
+    /// Whether an OpenAI key is on file (the legacy slot; design.md §R3).
     public func hasBYOKey() -> Bool { self.activeKey(.openai) != nil }
 
-    /// Whether an Anthropic key is on file (the legacy slot, as the seeds' `hasAnthropicKey()`).
+    /// Whether an Anthropic key is on file (the legacy slot; design.md §R3).
     public func hasAnthropicKey() -> Bool { self.activeKey(.anthropic) != nil }
 
     /// Whether the route for `provider` has a key.

@@ -1,9 +1,10 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 
-/// Shape three of design.md §R4: a friend's Homebase over the sealed contact channel.
+/// The cross-account shape of design.md §R4: a friend's Homebase over the sealed contact channel.
 ///
-/// As `RemoteInferenceProvider`, plus the conversation cache (Protocol/messages.md §5): a follow-up sends
+/// As `SiblingInferenceProvider`, plus the conversation cache (Protocol/messages.md §5): a follow-up sends
 /// only the messages the host does not hold yet, with `conversation {id, base_count, base_digest}`. On
 /// `infer.error cache_miss` it retries exactly once with the whole conversation and no `base_*` fields (a new
 /// request id) before falling back. It never fails.

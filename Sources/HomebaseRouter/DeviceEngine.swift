@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 import HomebaseNode
 
@@ -45,7 +46,7 @@ public struct DeviceEngine: Sendable, Hashable, Codable {
         do {
             listing = try await http.send(HTTPRequest(method: "GET", url: url + "/v1/models",
                                                       headers: [("Accept", "application/json"),
-                                                                ("Authorization", "Bearer \(OllamaProvider.dummyKey)")], body: nil,
+                                                                ("Authorization", "Bearer \(OpenAIChatEngine.ollamaKey)")], body: nil,
                                                       connectTimeout: .seconds(5), timeout: .seconds(10),
                                                       maxResponseBytes: 4 << 20))
         } catch {
@@ -92,8 +93,8 @@ public struct DeviceEngineProvider: LLMProvider {
                 idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout) {
         self.engine = engine
         self.reportAs = reportAs
-        self.chat = OpenAIChatEngine(http: http, baseURL: engine.url + "/v1", apiKey: { OllamaProvider.dummyKey },
-                                     maxTokensField: .maxTokens, idleTimeout: idleTimeout)
+        // A local OpenAI-compatible runtime, asked the way the Homebase asks Ollama.
+        self.chat = OpenAIChatEngine.ollama(http: http, url: engine.url, idleTimeout: idleTimeout)
     }
 
     public var kind: ProviderKind { .onDevice }
@@ -132,25 +133,6 @@ public struct DeviceEngineProvider: LLMProvider {
                 continuation.finish()
             }
             continuation.onTermination = { _ in task.cancel() }
-        }
-    }
-}
-
-extension DeviceSession {
-    /// `config device-engine URL|off`: verifies the engine (it lists a model and completes one token) before
-    /// storing it; `nil` forgets it. Returns the line to print.
-    public func configureDeviceEngine(url: String?) async throws -> String {
-        guard let url else {
-            try self.settings.setDeviceEngine(nil)
-            return "device engine off: the built-in floor answers on-device"
-        }
-        guard let http = self.http.engineHTTP else { throw CLIError("this build cannot reach a device engine") }
-        switch await DeviceEngine.verify(url: url, http: http) {
-        case .success(let engine):
-            try self.settings.setDeviceEngine(engine)
-            return "device engine \(engine.model) at \(engine.url): on-device answers come from it (the floor stays last)"
-        case .failure(let error):
-            throw CLIError("\(error.description); nothing was saved")
         }
     }
 }

@@ -19,12 +19,7 @@ public struct Ed25519AdvertVerifier: AdvertVerifier {
         else { return nil }
         return VerifiedAdvert(
             host: self.expectedSigner, seq: advert.seq, issuedAtMs: advert.issuedAt,
-            runtimeVersion: advert.runtime.version,
-            models: advert.models.map { model in
-                AdvertisedModel(tag: model.tag, family: model.family, parameterSize: model.parameterSize,
-                                quantization: model.quantization, capabilities: model.capabilities,
-                                contextLength: model.contextLength, loaded: model.loaded)
-            })
+            runtimeVersion: advert.runtime.version, models: advert.models)
     }
 
     /// Verifies the `advert` message body `blob` received from `sender`.

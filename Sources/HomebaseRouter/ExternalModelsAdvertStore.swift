@@ -1,37 +1,6 @@
 import Foundation
 import HomebaseCore
 
-/// One model in an advert (protocol-v1, "Adverts").
-public struct AdvertisedModel: Sendable, Hashable, Codable {
-    public var tag: String
-    public var family: String?
-    public var parameterSize: String?
-    public var quantization: String?
-    public var capabilities: [String]
-    public var contextLength: Int?
-    /// In memory now, so a request will not wait for a cold load.
-    public var loaded: Bool
-
-    public init(
-        tag: String, family: String? = nil, parameterSize: String? = nil, quantization: String? = nil,
-        capabilities: [String] = ["completion"], contextLength: Int? = nil, loaded: Bool = false
-    ) {
-        self.tag = tag
-        self.family = family
-        self.parameterSize = parameterSize
-        self.quantization = quantization
-        self.capabilities = capabilities
-        self.contextLength = contextLength
-        self.loaded = loaded
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case tag, family, quantization, capabilities, loaded
-        case parameterSize = "parameter_size"
-        case contextLength = "context_length"
-    }
-}
-
 /// An advert whose signature the caller has already checked (with HomebaseCrypto, over the exact bytes
 /// received). Holding one is the proof: the store takes no other kind.
 public struct VerifiedAdvert: Sendable, Hashable, Codable {
@@ -40,10 +9,10 @@ public struct VerifiedAdvert: Sendable, Hashable, Codable {
     /// The signed `issued_at`; freshness is judged from it, never from arrival time.
     public var issuedAtMs: UInt64
     public var runtimeVersion: String?
-    public var models: [AdvertisedModel]
+    public var models: [AdvertPayload.Model]
 
     public init(host: PublicKey, seq: UInt64, issuedAtMs: UInt64, runtimeVersion: String? = nil,
-                models: [AdvertisedModel]) {
+                models: [AdvertPayload.Model]) {
         self.host = host
         self.seq = seq
         self.issuedAtMs = issuedAtMs
@@ -67,7 +36,7 @@ public struct VerifiedAdvert: Sendable, Hashable, Codable {
         self.seq = try c.decode(UInt64.self, forKey: .seq)
         self.issuedAtMs = try c.decode(UInt64.self, forKey: .issuedAtMs)
         self.runtimeVersion = try c.decodeIfPresent(String.self, forKey: .runtimeVersion)
-        self.models = try c.decode([AdvertisedModel].self, forKey: .models)
+        self.models = try c.decode([AdvertPayload.Model.Stored].self, forKey: .models).map(\.model)
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -1,3 +1,4 @@
+import HomebaseEngines
 /// Runs a request on `primary`, and on any failure runs the same request on `fallback`; if even the
 /// fallback fails, the floor answers. What it returns never throws and its stream never emits `.failed`.
 ///

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 
 /// The permanent floor (design.md §C10, design.md §D "stand-ins"): the built-in on-device brain that always
 /// answers at once, offline and deterministically. It stands in for the Apple system model.
@@ -81,12 +82,12 @@ public struct FloorProvider: LLMProvider {
         return "About \"\(topic)\": \(pick) \(Self.signature)"
     }
 
-    static func words(_ text: String) -> [Substring] {
+    package static func words(_ text: String) -> [Substring] {
         text.split(whereSeparator: { $0.isWhitespace })
     }
 
     /// 64-bit FNV-1a: stable across runs and platforms.
-    static func fnv1a(_ text: String) -> UInt64 {
+    package static func fnv1a(_ text: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             hash ^= UInt64(byte)

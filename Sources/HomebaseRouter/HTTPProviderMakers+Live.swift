@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 extension HTTPProviderMakers {

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 /// Test-before-persist over HTTP for `handset endpoint verify URL` (design.md §R4): `GET /api/version`,
@@ -53,9 +54,8 @@ public struct HTTPRuntimeVerifier: RuntimeVerifier {
     }
 
     public func trialCompletion(at url: String, model: String) async throws(RuntimeProbeError) {
-        let engine = OpenAIChatEngine(http: self.http, baseURL: OllamaProvider.openAIBase(url),
-                                      apiKey: { OllamaProvider.dummyKey }, maxTokensField: .maxTokens,
-                                      connectTimeout: self.probeTimeout, idleTimeout: self.trialIdleTimeout)
+        let engine = OpenAIChatEngine.ollama(http: self.http, url: url, connectTimeout: self.probeTimeout,
+                                             idleTimeout: self.trialIdleTimeout)
         let request = ChatRequest(messages: [.user("Say OK.")], options: ChatOptions(maxTokens: 1))
         do {
             for try await event in engine.stream(model: model, request: request) {

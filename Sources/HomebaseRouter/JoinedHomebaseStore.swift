@@ -1,7 +1,7 @@
 import HomebaseCore
 import Synchronization
 
-/// Where a guest stands with a friend's Homebase (design.md §R4, shape three).
+/// Where a guest stands with a friend's Homebase (design.md §R4, the cross-account shape).
 public enum JoinState: String, Sendable, Hashable, Codable, CaseIterable {
     /// Asked to join, or invited, but no grant yet: never routes.
     case pending
@@ -18,11 +18,11 @@ public struct JoinedHomebase: Sendable, Hashable {
     public var name: String?
     public var state: JoinState
     /// Models from the host's last advert to this guest.
-    public var models: [AdvertisedModel]
+    public var models: [AdvertPayload.Model]
     /// The last time any frame from the host arrived (`noteHostAlive`) or an advert was received.
     public var lastHeardMs: UInt64
 
-    public init(host: PublicKey, name: String? = nil, state: JoinState, models: [AdvertisedModel] = [],
+    public init(host: PublicKey, name: String? = nil, state: JoinState, models: [AdvertPayload.Model] = [],
                 lastHeardMs: UInt64) {
         self.host = host
         self.name = name

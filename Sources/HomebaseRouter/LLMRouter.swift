@@ -18,7 +18,7 @@ public final class LLMRouter: Sendable {
     public let joined: any JoinedHomebaseStore
     public let factory: any ProviderFactory
     /// Whether this device is the account's Homebase: it never routes to a sibling advert (it is the
-    /// host; the seeds' Mac Catalyst fence).
+    /// host; design.md §R4).
     public let isHomebase: Bool
     /// Unix milliseconds; read wherever freshness is judged.
     public let clock: WallClock
@@ -139,7 +139,7 @@ public final class LLMRouter: Sendable {
                 let primary = self.factory.makeOllama(endpoint: endpoint, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             case .available(.sibling(let advert, let tag)):
-                let primary = self.factory.makeRemote(host: advert.host, model: model ?? tag)
+                let primary = self.factory.makeSibling(host: advert.host, model: model ?? tag)
                 return FallbackProvider(primary: primary, fallback: onDevice)
             }
         }
@@ -196,7 +196,7 @@ public final class LLMRouter: Sendable {
     /// The Ollama arm: a selected tag, then the shapes in `provider(model:)`'s order.
     func ollamaArm(nowMs: UInt64) -> ArmCheck {
         guard let selection = self.settings.externalSelection else {
-            let from: ProviderKind = self.isHomebase || self.runtime.hasVerifiedEndpoint ? .ollama : .remote
+            let from: ProviderKind = self.isHomebase || self.runtime.hasVerifiedEndpoint ? .ollama : .sibling
             return .unavailable(from: from, reason: .noModelSelected)
         }
         switch selection.host {
@@ -219,10 +219,10 @@ public final class LLMRouter: Sendable {
                 return .available(.localEndpoint(endpoint, tag: selection.tag))
             }
             guard !self.isHomebase else { return .unavailable(from: .ollama, reason: .noEndpoint) }
-            guard let advert = self.adverts.advert else { return .unavailable(from: .remote, reason: .noEndpoint) }
-            guard !advert.models.isEmpty else { return .unavailable(from: .remote, reason: .noModels) }
+            guard let advert = self.adverts.advert else { return .unavailable(from: .sibling, reason: .noEndpoint) }
+            guard !advert.models.isEmpty else { return .unavailable(from: .sibling, reason: .noModels) }
             guard ExternalModelsAdvertStore.isFresh(advert, nowMs: nowMs) else {
-                return .unavailable(from: .remote, reason: .staleAdvert)
+                return .unavailable(from: .sibling, reason: .staleAdvert)
             }
             return .available(.sibling(advert, tag: selection.tag))
         }

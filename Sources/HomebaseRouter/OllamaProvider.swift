@@ -1,13 +1,11 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
-/// The user's own Ollama (design.md §R4, shape one): the OpenAI engine pointed at the runtime's `/v1`, the
-/// model tag, `max_tokens` (Ollama ignores `max_completion_tokens`) and a dummy key Ollama ignores.
+/// The user's own Ollama (design.md §R4, the local-endpoint shape): the engine `OpenAIChatEngine.ollama` builds (the one
+/// builder the Homebase uses too: the runtime's `/v1`, `max_tokens`, a dummy key) and the model tag.
 /// Inference never goes through the native `/api/chat`; `/api/*` is management only (`HTTPRuntimeVerifier`).
 public struct OllamaProvider: LLMProvider {
-    /// Sent as the Bearer token: client SDKs need one, the server ignores it.
-    public static let dummyKey = "ollama"
-
     public let engine: OpenAIChatEngine
     public let model: String
 
@@ -16,8 +14,7 @@ public struct OllamaProvider: LLMProvider {
     ///   - idleTimeout: silence allowed before giving up; the default tolerates a cold model load.
     public init(http: HTTPClient, url: String, model: String,
                 idleTimeout: Duration = OpenAIChatEngine.defaultIdleTimeout) {
-        self.engine = OpenAIChatEngine(http: http, baseURL: Self.openAIBase(url), apiKey: { Self.dummyKey },
-                                       maxTokensField: .maxTokens, idleTimeout: idleTimeout)
+        self.engine = OpenAIChatEngine.ollama(http: http, url: url, idleTimeout: idleTimeout)
         self.model = model
     }
 
@@ -33,12 +30,5 @@ public struct OllamaProvider: LLMProvider {
 
     public func stream(_ request: ChatRequest) -> AsyncStream<ChatStreamEvent> {
         self.runner.stream(request)
-    }
-
-    /// `http://host:11434` → `http://host:11434/v1` (a URL already ending in `/v1` is kept).
-    static func openAIBase(_ url: String) -> String {
-        var root = url.trimmingCharacters(in: .whitespaces)
-        while root.hasSuffix("/") { root.removeLast() }
-        return root.hasSuffix("/v1") ? root : root + "/v1"
     }
 }

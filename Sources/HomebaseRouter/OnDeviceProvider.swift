@@ -1,3 +1,4 @@
+import HomebaseEngines
 /// The on-device brain (design.md §B, "two rungs even after the fallback"): an optional device model — a
 /// small model on the device's own local runtime, the Community stand-in — over the floor.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 
 /// What a zero-token key check found.

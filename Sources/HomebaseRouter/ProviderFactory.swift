@@ -10,11 +10,11 @@ public protocol ProviderFactory: Sendable {
     func makeOpenAI(model: String, apiKey: @escaping @Sendable () -> String?) -> any LLMProvider
     /// `AnthropicProvider` (Messages API); `apiKey` is read per request.
     func makeAnthropic(model: String, apiKey: @escaping @Sendable () -> String?) -> any LLMProvider
-    /// `RemoteInferenceProvider`: this account's Homebase over the sibling channel. It owns the watchdog
+    /// `SiblingInferenceProvider`: this account's Homebase over the sibling channel. It owns the watchdog
     /// ladder and fails (`.failed`, reason named) on any failure and on any request that carries tools; the
     /// router's `FallbackProvider` answers those on-device.
-    func makeRemote(host: PublicKey, model: String) -> any LLMProvider
-    /// `CrossAccountInferenceProvider`: a friend's Homebase over the contact channel; as `makeRemote`,
+    func makeSibling(host: PublicKey, model: String) -> any LLMProvider
+    /// `CrossAccountInferenceProvider`: a friend's Homebase over the contact channel; as `makeSibling`,
     /// plus one full-conversation retry on `cache_miss` before failing.
     func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider
     /// The on-device provider: the device model rung (when given) over the floor. Must never fail;

@@ -1,8 +1,9 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 
-/// The engine shared by `RemoteInferenceProvider` and `CrossAccountInferenceProvider`: it runs one chat
+/// The engine shared by `SiblingInferenceProvider` and `CrossAccountInferenceProvider`: it runs one chat
 /// request against a host over the relay (Protocol/messages.md §2).
 ///
 /// Per attempt it sends `infer.request` live (never stored) with a fresh UUID, and feeds an
@@ -16,7 +17,7 @@ public struct RelayInferenceClient: Sendable {
     public let messenger: any PeerMessenger
     public let responses: InferenceResponseRouter
     public let host: PublicKey
-    /// `.syncDelta` for this account's Homebase, `.contact` for a friend's.
+    /// `.sibling` for this account's Homebase, `.contact` for a friend's.
     public let channel: Channel
     public let model: String
     public let watchdogs: InferenceClientStateMachine.Watchdogs
@@ -47,8 +48,8 @@ public struct RelayInferenceClient: Sendable {
         self.logger = logger.with("host", host.short)
     }
 
-    /// `.crossAccount` on the contact channel, `.remote` otherwise.
-    public var kind: ProviderKind { self.channel == .contact ? .crossAccount : .remote }
+    /// `.crossAccount` on the contact channel, `.sibling` otherwise.
+    public var kind: ProviderKind { self.channel == .contact ? .crossAccount : .sibling }
 
     // MARK: Whole requests
 

@@ -23,7 +23,7 @@ public struct HTTPProviderMakers: Sendable {
     }
 }
 
-/// A `ProviderFactory` whose relay-routed providers are real: `RemoteInferenceProvider` and
+/// A `ProviderFactory` whose relay-routed providers are real: `SiblingInferenceProvider` and
 /// `CrossAccountInferenceProvider` over one messenger, sharing its `InferenceResponseRouter` and one
 /// `ConversationTracker`. The HTTP and on-device providers come from `http`.
 public struct RelayInferenceProviderFactory: ProviderFactory {
@@ -70,8 +70,8 @@ public struct RelayInferenceProviderFactory: ProviderFactory {
         self.http.anthropic(model, apiKey)
     }
 
-    public func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
-        RemoteInferenceProvider(client: self.client(host: host, channel: .syncDelta, model: model))
+    public func makeSibling(host: PublicKey, model: String) -> any LLMProvider {
+        SiblingInferenceProvider(client: self.client(host: host, channel: .sibling, model: model))
     }
 
     public func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {

@@ -19,7 +19,7 @@ public enum ExternalShape: Sendable, Hashable {
     case crossAccount(JoinedHomebase, tag: String)
     /// This device's own verified runtime: Ollama over loopback HTTP.
     case localEndpoint(VerifiedEndpoint, tag: String)
-    /// This account's Homebase, from a fresh sibling advert: remote inference over the sibling channel.
+    /// This account's Homebase, from a fresh sibling advert: relay inference over the sibling channel.
     case sibling(VerifiedAdvert, tag: String)
 
     /// The model tag the shape serves.
@@ -34,7 +34,7 @@ public enum ExternalShape: Sendable, Hashable {
         switch self {
         case .crossAccount: return .crossAccount
         case .localEndpoint: return .ollama
-        case .sibling: return .remote
+        case .sibling: return .sibling
         }
     }
 }

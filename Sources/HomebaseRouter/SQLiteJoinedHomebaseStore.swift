@@ -68,10 +68,10 @@ public struct SQLiteJoinedHomebaseStore: JoinedHomebaseStore {
         guard let hostBytes = try? row.blob(0), let host = PublicKey(bytes: hostBytes),
             let stateText = try? row.string(2), let state = JoinState(rawValue: stateText),
             let modelsText = try? row.string(3),
-            let models = try? JSONDecoder().decode([AdvertisedModel].self, from: Data(modelsText.utf8)),
+            let stored = try? JSONDecoder().decode([AdvertPayload.Model.Stored].self, from: Data(modelsText.utf8)),
             let heard = try? row.int64(4), heard >= 0
         else { return nil }
         let name = (try? row.isNull(1)) == false ? try? row.string(1) : nil
-        return JoinedHomebase(host: host, name: name, state: state, models: models, lastHeardMs: UInt64(heard))
+        return JoinedHomebase(host: host, name: name, state: state, models: stored.map(\.model), lastHeardMs: UInt64(heard))
     }
 }

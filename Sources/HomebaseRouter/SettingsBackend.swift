@@ -66,13 +66,13 @@ extension SettingsAccess {
     }
 
     /// Decodes a JSON-encoded record; malformed JSON reads as absent.
-    func decodedJSON<T: Decodable>(_ type: T.Type, forKey key: String) -> T? {
+    package func decodedJSON<T: Decodable>(_ type: T.Type, forKey key: String) -> T? {
         guard let bytes = self.bytes(forKey: key) else { return nil }
         return try? JSONDecoder().decode(T.self, from: Data(bytes))
     }
 
     /// Stores a record as JSON text.
-    func setJSON<T: Encodable>(_ value: T, forKey key: String) throws {
+    package func setJSON<T: Encodable>(_ value: T, forKey key: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(value)

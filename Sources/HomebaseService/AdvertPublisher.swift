@@ -125,10 +125,10 @@ public final class AdvertPublisher: Sendable {
             var recipients: [Recipient] = []
             switch trigger {
             case .start, .change:
-                recipients = self.siblings().map { Recipient(peer: $0, channel: .syncDelta, store: true) }
+                recipients = self.siblings().map { Recipient(peer: $0, channel: .sibling, store: true) }
                 recipients += self.guests().map { Recipient(peer: $0, channel: .contact, store: true) }
             case .heartbeat:
-                recipients = self.siblings().map { Recipient(peer: $0, channel: .syncDelta, store: false) }
+                recipients = self.siblings().map { Recipient(peer: $0, channel: .sibling, store: false) }
             case .request(let peer, let channel):
                 recipients = [Recipient(peer: peer, channel: channel, store: false)]
             case .granted(let guest):

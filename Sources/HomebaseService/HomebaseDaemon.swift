@@ -1,8 +1,8 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 import HomebaseStore
-import HomebaseRouter
 import HomebaseTransport
 
 /// The Homebase daemon's core: wires a `PeerMessenger` to pairing, adverts and inference.
@@ -224,7 +224,7 @@ public actor HomebaseDaemon {
         if self.takeInline(inbound) { return true }
         let sender = inbound.sender
         switch inbound.channel {
-        case .syncDelta:
+        case .sibling:
             if case .pairRequest(let secret, let name) = inbound.message {
                 let outcome = self.pairing.handle(sender: sender, secret: secret, name: name,
                                                   nowMs: self.clock.nowMs(), messenger: self.messenger,
@@ -236,7 +236,7 @@ public actor HomebaseDaemon {
             guard self.directory.relation(of: sender).isSibling else { return true }
             switch inbound.message {
             case .advertRequest:
-                self.adverts.answerRequest(from: sender, channel: .syncDelta)
+                self.adverts.answerRequest(from: sender, channel: .sibling)
             default:
                 // roster, advert, settings.model_choice, host→client messages: nothing for the Homebase to do.
                 break

@@ -1,7 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 
@@ -20,8 +20,18 @@ public final class HomebaseRunner: Sendable {
         public var monitor = RuntimeMonitor.Configuration()
         /// Serve the status page (`--ui`); nil: none.
         public var ui: StatusPageServer.Configuration?
-        public init(makeEngine: @escaping @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine) {
+        public init(makeEngine: @escaping @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine
+                        = Options.ollamaEngine) {
             self.makeEngine = makeEngine
+        }
+
+        /// The engine the daemon runs: `OpenAIChatEngine.ollama`, the builder the handset's `OllamaProvider`
+        /// uses too, over a client that keeps as many connections alive as requests may stream at once (a burst
+        /// of streams then reuses connections instead of opening new ones, connect and Ollama's accept, per
+        /// request).
+        public static let ollamaEngine: @Sendable (_ ollamaURL: String, _ readCadence: HTTPReadCadence?) -> any ChatEngine = {
+            OpenAIChatEngine.ollama(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), url: $0,
+                                    readCadence: $1)
         }
     }
 

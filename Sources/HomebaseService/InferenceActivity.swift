@@ -33,7 +33,7 @@ public struct InferenceActivity: Sendable, Equatable {
 /// One admitted request.
 public struct LiveStream: Sendable, Equatable {
     public var peer: PublicKey
-    /// `syncDelta` for a sibling, `contact` for a guest.
+    /// `sibling` for a sibling, `contact` for a guest.
     public var channel: Channel
     public var model: String
     /// Streaming (false: queued for a slot).

@@ -68,6 +68,6 @@ public struct SiblingInferenceAuthorizer: InferenceAuthorizer {
     }
 
     public func authorize(sender: PublicKey, channel: Channel, model: String) -> InferenceAuthorization {
-        channel == .syncDelta && self.directory.relation(of: sender).isSibling ? .allow : .ignore
+        channel == .sibling && self.directory.relation(of: sender).isSibling ? .allow : .ignore
     }
 }

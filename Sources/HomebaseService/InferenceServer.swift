@@ -2,8 +2,8 @@
 import Glibc
 #endif
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 
@@ -23,7 +23,7 @@ import Synchronization
 /// Synchronous, on the caller's thread: the relay link's thread admits a batch of requests itself (their
 /// accepts leave in the batch's one write, `PeerMessenger.setInlineHandler`), and the engine's thread ends the
 /// answers of one pass and starts queued requests at the pass's end: no task and no hop onto an executor
-/// thread per request. The decisions run under one lock (`Core`), so the authorizer's hooks run under it, on
+/// thread per request. The decisions run under one lock (`LockedState`), so the authorizer's hooks run under it, on
 /// those I/O threads: they must be quick and must not call back into the server. What a decision sets off that
 /// calls back (a stream's end, a failed RECEIPT) is queued and handled after the lock is let go: by the thread
 /// that let it go, at the end of the calling thread's `DeferredWakes` batch, or, outside any batch (a RECEIPT
@@ -88,10 +88,10 @@ public final class InferenceServer: Sendable {
         case tellPositions
     }
 
-    private let core: Mutex<Core>
+    private let locked: Mutex<LockedState>
     /// Deferred work not yet handled (see the type's docs).
     private let deferred = Mutex<[Deferred]>([])
-    /// The thread holding `core` (pthread_self), 0 when none: a deferral made under the lock is left to the
+    /// The thread holding `locked` (pthread_self), 0 when none: a deferral made under the lock is left to the
     /// holder, who handles it after letting go, rather than waiting for the lock it holds.
     private let holder = Atomic<UInt>(0)
     /// Passes made to handle deferred work (tests count them: the ends of one engine pass take one).
@@ -100,50 +100,50 @@ public final class InferenceServer: Sendable {
     public init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
                 authorizer: any InferenceAuthorizer, limits: InferenceLimits = InferenceLimits(),
                 readCadence: HTTPReadCadence? = nil, clock: ServiceClock = .system, logger: Logger = .discard()) {
-        self.core = Mutex(Core(engine: engine, runtime: runtime, messenger: messenger, authorizer: authorizer,
+        self.locked = Mutex(LockedState(engine: engine, runtime: runtime, messenger: messenger, authorizer: authorizer,
                                limits: limits, readCadence: readCadence, clock: clock, logger: logger))
-        self.core.withLock { $0.server = self }
+        self.locked.withLock { $0.server = self }
     }
 
     /// Requests streaming now.
-    public var activeCount: Int { self.withCore { $0.runningCount } }
+    public var activeCount: Int { self.withLocked { $0.runningCount } }
     /// Admitted requests waiting for a slot.
-    public var queuedCount: Int { self.withCore { $0.queue.count } }
+    public var queuedCount: Int { self.withLocked { $0.queue.count } }
 
     /// What streams now and what went wrong lately, for the status page.
-    public var activity: InferenceActivity { self.withCore { $0.activity() } }
+    public var activity: InferenceActivity { self.withLocked { $0.activity() } }
 
     /// The limits in force (admission limits follow the settings).
-    public var currentLimits: InferenceLimits { self.withCore { $0.limits } }
+    public var currentLimits: InferenceLimits { self.withLocked { $0.limits } }
 
     /// New admission limits (settings changed). Running requests are not touched; freed slots go to the queue.
     public func updateAdmission(maxConcurrent: Int, maxQueued: Int) {
-        self.withCore { $0.updateAdmission(maxConcurrent: maxConcurrent, maxQueued: maxQueued) }
+        self.withLocked { $0.updateAdmission(maxConcurrent: maxConcurrent, maxQueued: maxQueued) }
     }
 
     /// How many requests per model the runtime runs at once (`homebase config --runtime-parallel`); more
     /// slots start queued requests at once.
     public func updateRuntimeParallel(_ parallel: Int) {
-        self.withCore { $0.updateRuntimeParallel(parallel) }
+        self.withLocked { $0.updateRuntimeParallel(parallel) }
     }
 
     /// One `infer.request` from `sender` on `channel`, after the envelope's entitlement rule passed.
     public func handleRequest(_ request: InferRequest, from sender: PublicKey, channel: Channel) {
-        self.withCore { $0.handleRequest(request, from: sender, channel: channel) }
+        self.withLocked { $0.handleRequest(request, from: sender, channel: channel) }
     }
 
     /// `infer.cancel` from `sender`: stops the request if that sender owns it; sends nothing. The id is
     /// remembered, so a request that comes after its cancel (it was delayed on its way) is not served.
     public func handleCancel(id: String, from sender: PublicKey) {
-        self.withCore { core in
+        self.withLocked { locked in
             let key = Key(sender: sender, id: id)
-            if let job = core.jobs[key] {
+            if let job = locked.jobs[key] {
                 // A requester cancels when its watchdog fires (it falls back) or its user stops the answer.
-                core.record(.cancelled, code: nil, message: "cancelled by the requester", peer: sender,
+                locked.record(.cancelled, code: nil, message: "cancelled by the requester", peer: sender,
                             channel: job.channel, model: job.request.model)
             }
-            core.end(key, chargeStreamed: true)
-            core.remember(key)
+            locked.end(key, chargeStreamed: true)
+            locked.remember(key)
         }
     }
 
@@ -152,10 +152,10 @@ public final class InferenceServer: Sendable {
     /// - Returns: false when no such request runs or waits.
     @discardableResult
     public func stop(id: String, from sender: PublicKey) -> Bool {
-        self.withCore { core in
+        self.withLocked { locked in
             let key = Key(sender: sender, id: id)
-            guard core.jobs[key] != nil else { return false }
-            core.end(key, outcome: .cancelled, reply: (.hostError, "stopped by the Homebase's owner"),
+            guard locked.jobs[key] != nil else { return false }
+            locked.end(key, outcome: .cancelled, reply: (.hostError, "stopped by the Homebase's owner"),
                      chargeStreamed: true, label: "stopped")
             return true
         }
@@ -164,9 +164,9 @@ public final class InferenceServer: Sendable {
     /// Cancels every request (the daemon is stopping). Nothing more is sent for them, and requests that still
     /// arrive (the relay link's thread may be handing one over now) are ignored.
     public func stopAll() {
-        self.withCore { core in
-            core.stopped = true
-            for key in Array(core.jobs.keys) { core.end(key) }
+        self.withLocked { locked in
+            locked.stopped = true
+            for key in Array(locked.jobs.keys) { locked.end(key) }
         }
     }
 
@@ -176,17 +176,17 @@ public final class InferenceServer: Sendable {
     /// - Returns: how many requests were stopped.
     @discardableResult
     public func cancelAll(from sender: PublicKey, error: InferErrorCode? = nil) -> Int {
-        self.withCore { $0.cancelAll(from: sender, error: error) }
+        self.withLocked { $0.cancelAll(from: sender, error: error) }
     }
 
     // MARK: The lock
 
     /// Runs `body` under the lock, then handles what it deferred.
-    private func withCore<T: Sendable>(_ body: (Core) -> T) -> T {
-        let value = self.core.withLock { core -> T in
+    private func withLocked<T: Sendable>(_ body: (LockedState) -> T) -> T {
+        let value = self.locked.withLock { locked -> T in
             self.holder.store(Self.currentThread, ordering: .relaxed)
             defer { self.holder.store(0, ordering: .relaxed) }
-            return body(core)
+            return body(locked)
         }
         self.handleDeferred()
         return value
@@ -223,10 +223,10 @@ public final class InferenceServer: Sendable {
             guard !items.isEmpty else { return }
             self.deferredPasses.add(1, ordering: .relaxed)
             DeferredWakes.batch {
-                self.core.withLock { core in
+                self.locked.withLock { locked in
                     self.holder.store(Self.currentThread, ordering: .relaxed)
                     defer { self.holder.store(0, ordering: .relaxed) }
-                    for item in items { core.handle(item) }
+                    for item in items { locked.handle(item) }
                 }
             }
         }
@@ -237,8 +237,8 @@ public final class InferenceServer: Sendable {
 }
 
 extension InferenceServer {
-    /// The server's state and decisions; used only under `InferenceServer.core`'s lock.
-    fileprivate final class Core {
+    /// The server's state and decisions; used only under `InferenceServer.locked`'s lock.
+    fileprivate final class LockedState {
         let engine: any ChatEngine
         let runtime: any RuntimeStatusSource
         let messenger: any PeerMessenger

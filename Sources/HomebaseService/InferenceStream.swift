@@ -1,6 +1,6 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import Synchronization
 
 /// One admitted request's answer on its way from the engine to the requester: coalescing, chunk sequence

@@ -141,13 +141,13 @@ public final class PairingService: Sendable {
         case .accepted(let roster):
             // The directory first: the new device is a sibling before its first request can arrive.
             directory.update(roster: roster)
-            messenger.send(.pairAccept(roster: roster.blob), to: sender, channel: .syncDelta, store: true)
+            messenger.send(.pairAccept(roster: roster.blob), to: sender, channel: .sibling, store: true)
             for sibling in directory.siblings where sibling != sender {
-                messenger.send(.roster(roster.blob), to: sibling, channel: .syncDelta, store: true)
+                messenger.send(.roster(roster.blob), to: sibling, channel: .sibling, store: true)
             }
             self.logger.info("paired", metadata: ["peer": sender.short, "roster.version": "\(roster.version)"])
         case .rejected(let reason):
-            messenger.send(.pairReject(reason: reason.rawValue), to: sender, channel: .syncDelta, store: true)
+            messenger.send(.pairReject(reason: reason.rawValue), to: sender, channel: .sibling, store: true)
             self.logger.info("pairing rejected", metadata: ["peer": sender.short, "reason": reason.rawValue])
         case .dropped, .failed:
             break

@@ -237,7 +237,7 @@ extension StatusReport {
 
     private static func kind(_ channel: Channel) -> String {
         switch channel {
-        case .syncDelta: "sibling"
+        case .sibling: "sibling"
         case .contact: "guest"
         case .unknown: "unknown"
         }

@@ -29,6 +29,15 @@ public enum Posix {
         #endif
     }
 
+    /// Starts the kernel writing `count` bytes of `fd` from `offset` back to disk without waiting
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so a later `fsync` waits for less. Only a head start: it
+    /// reports nothing, and the `fsync` still decides. A no-op where Linux's call does not exist.
+    public static func startWriteback(_ fd: Int32, offset: Int64, count: Int64) {
+        #if os(Linux)
+        _ = CLinux.sync_file_range(fd, __off64_t(offset), __off64_t(count), clinux_sync_file_range_write)
+        #endif
+    }
+
     /// Raises the soft limit on open descriptors to the hard limit and returns the soft limit in force. A server
     /// holds one per connection, and the soft limit is often 1,024 where the hard one allows far more.
     @discardableResult

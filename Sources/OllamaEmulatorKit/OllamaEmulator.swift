@@ -230,3 +230,19 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// For tests: runs `body` against an in-process emulator on a free port, with its root URL
+/// (`http://127.0.0.1:PORT`), stopping it after.
+public func withOllamaEmulator(
+    _ configure: (inout EmulatorConfiguration) -> Void = { _ in },
+    _ body: (OllamaEmulator, String) async throws -> Void
+) async throws {
+    var configuration = EmulatorConfiguration()
+    configuration.port = 0
+    configuration.tokensPerSecond = 5_000
+    configure(&configuration)
+    let emulator = OllamaEmulator(configuration: configuration)
+    let port = try emulator.start(port: 0)
+    defer { emulator.stop() }
+    try await body(emulator, "http://127.0.0.1:\(port)")
+}

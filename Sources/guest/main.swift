@@ -1,11 +1,13 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseDevice
+import HomebaseEngines
 import HomebaseNode
 import HomebaseRouter
 
 // guest: a device of another account using a friend's Homebase over the contact channel (design.md §D).
-// Parse, configure, run; the logic is in HomebaseRouter/Device.
+// Parse, configure, run; the logic is in HomebaseDevice.
 
 let tool = "guest"
 

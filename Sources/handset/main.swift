@@ -1,10 +1,12 @@
 import Foundation
 import HomebaseCore
+import HomebaseDevice
+import HomebaseEngines
 import HomebaseNode
 import HomebaseRouter
 
 // handset: a phone of the Homebase's account (design.md §D). Parse, configure, run; the logic is in
-// HomebaseRouter/Device.
+// HomebaseDevice.
 
 let tool = "handset"
 
@@ -50,7 +52,7 @@ struct Handset {
         } catch { throw CLIError(error.description) }
         print("paired with Homebase \(code.homebase.short): roster version \(roster.version), "
               + "\(roster.devices.count) devices, account \(session.account.accountKey?.short ?? "?")")
-        await session.refreshAdvert(from: code.homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+        await session.refreshAdvert(from: code.homebase, channel: .sibling, timeout: .milliseconds(1500))
         print(session.router.banner().description)
     }
 
@@ -61,7 +63,7 @@ struct Handset {
         case .status(let json, let offline):
             // Connect even unpaired: status then says whether the relay can be used, and why not.
             if !offline, await s.connect(timeout: .seconds(2)), let homebase = s.account.homebase {
-                await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+                await s.refreshAdvert(from: homebase, channel: .sibling, timeout: .milliseconds(1500))
             }
             DeviceReport.printHandsetStatus(s, json: json)
         case .configSource(let source):
@@ -137,7 +139,7 @@ struct Handset {
         let connected = wantsRelay ? await s.connect() : false
         if connected {
             if let homebase = s.account.homebase {
-                await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+                await s.refreshAdvert(from: homebase, channel: .sibling, timeout: .milliseconds(1500))
             }
         }
         guard let prompt = c.prompt else { return try await Interactive(session: s, invocation: c, tools: tools).run() }

@@ -1,7 +1,6 @@
 import Foundation
 import HomebaseCore
 import HomebaseNode
-import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 
@@ -12,12 +11,7 @@ struct HomebaseCommands {
     let logger: Logger
 
     func run() async throws {
-        var options = HomebaseRunner.Options { ollamaURL, readCadence in
-            // As many kept-alive connections as requests may stream at once: a burst of streams then reuses
-            // connections instead of opening new ones (connect, Ollama's accept) per request.
-            OpenAIChatEngine(http: HTTPClient(maxIdleConnections: HomebaseSettings.maxConcurrentCeiling), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readCadence: readCadence)
-        }
+        var options = HomebaseRunner.Options()
         options.ui = try self.uiConfiguration()
         let runner = HomebaseRunner(state: self.state, options: options, logger: self.logger)
         let watcher = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in runner.stop() }
@@ -358,7 +352,7 @@ struct HomebaseCommands {
     func checkedEndpoints() async throws -> (relay: String?, ollama: (url: String, version: String?)?) {
         var relay: String?
         if let given = self.args.value("relay") {
-            let url = try DeviceCommandLine.relayURL(given)
+            let url = try CLI.relayURL(given)
             let token = ProcessInfo.processInfo.environment["HOMEBASE_RELAY_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             if let problem = RelayProbe.check(url: url, token: token) {
                 throw CLIError("\(problem); nothing was saved")

@@ -1,7 +1,6 @@
 import Foundation
 import HomebaseCore
 import HomebaseNode
-import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 
@@ -75,7 +74,7 @@ await CLI.main(tool: "homebase") {
         let previous = try? existing?.settings()
         // Running init again keeps what it is not told to change: the relay, the runtime and the name too.
         guard let relay = args.value("relay") ?? previous?.relayURL else { throw UsageError("init needs --relay URL") }
-        let relayURL = try DeviceCommandLine.relayURL(relay)
+        let relayURL = try CLI.relayURL(relay)
         var ollama = args.value("ollama") ?? previous?.ollamaURL ?? HomebaseSettings.defaultOllamaURL
         guard ollama.hasPrefix("http://") || ollama.hasPrefix("https://"), RelayURL(ollama) != nil else {
             throw UsageError("'\(ollama)' is not an http:// or https:// URL (e.g. http://127.0.0.1:11434)")

@@ -148,7 +148,7 @@ func remote(_ prompt: String) async -> Sample {
     defer { dispatcher.finish(id) }
     let start = nowMs()
     let request = InferRequest(id: id, model: model, messages: [ChatMessage(role: "user", content: prompt)])
-    messenger.send(.inferRequest(request), to: homebase, channel: .syncDelta, store: false) { outcome in
+    messenger.send(.inferRequest(request), to: homebase, channel: .sibling, store: false) { outcome in
         if outcome.isFailure { dispatcher.waiting.withLock { $0[id] }?.yield(.error("receipt \(outcome)")) }
     }
     var first: Double?
@@ -310,7 +310,7 @@ guard connected else { fail("cannot connect to the relay at \(code.relayURL)") }
 func pairOnce() async -> Message {
     await withCheckedContinuation { (c: CheckedContinuation<Message, Never>) in
         dispatcher.pairing.withLock { $0 = c }
-        messenger.send(.pairRequest(secret: code.secretHex, name: "inference-bench"), to: homebase, channel: .syncDelta,
+        messenger.send(.pairRequest(secret: code.secretHex, name: "inference-bench"), to: homebase, channel: .sibling,
                        store: false) { outcome in
             if outcome.isFailure { dispatcher.takePairing()?.resume(returning: .unknown(type: "offline")) }
         }
@@ -514,7 +514,7 @@ func envelopeCost() -> [String: Any] {
     var ta = try! SessionTable(identity: a), tb = try! SessionTable(identity: b)
     for i in 0..<200 {
         handshakes.append(us {
-            let m1 = try! ta.initiate(to: b.publicKey, channel: .syncDelta, sessionID: SecureRandom.publicBytes(8),
+            let m1 = try! ta.initiate(to: b.publicKey, channel: .sibling, sessionID: SecureRandom.publicBytes(8),
                                       ephemeral: .generate(), messageID: SecureRandom.publicBytes(16),
                                       sentAtMs: UInt64(i), nowMs: 1)
             guard case .success(.initiation(let r)) = tb.receive(
@@ -533,7 +533,7 @@ func envelopeCost() -> [String: Any] {
         v1.append(us {
             for _ in 0..<250 {
                 var out: [UInt8] = []
-                EnvelopeSealer.seal(channel: .syncDelta, sender: a.publicKey, recipient: b.publicKey,
+                EnvelopeSealer.seal(channel: .sibling, sender: a.publicKey, recipient: b.publicKey,
                                     messageID: SecureRandom.publicBytes(16), sentAtMs: 1,
                                     nonce: SecureRandom.publicBytes(24), key: e2e, appendingTo: &out,
                                     plaintext: { chunk.appendJSON(to: &$0) })
@@ -544,7 +544,7 @@ func envelopeCost() -> [String: Any] {
         v2.append(us {
             for _ in 0..<250 {
                 var out: [UInt8] = []
-                _ = ta.sealTransport(to: b.publicKey, channel: .syncDelta, messageID: SecureRandom.publicBytes(16),
+                _ = ta.sealTransport(to: b.publicKey, channel: .sibling, messageID: SecureRandom.publicBytes(16),
                                      sentAtMs: 1, nowMs: 1, appendingTo: &out, plaintext: { chunk.appendJSON(to: &$0) })
                 guard case .success(.transport(_, let p)) = tb.receive(
                     try! SessionEnvelope(decoding: out[...]), nowMs: 1, ephemeral: { .generate() },

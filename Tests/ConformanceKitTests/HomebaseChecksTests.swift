@@ -2,7 +2,6 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
-import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
 import OllamaEmulatorKit
@@ -41,10 +40,7 @@ import Testing
                 settings: HomebaseSettings(relayURL: self.relay.url, ollamaURL: ollamaURL, deviceName: "conf-host"),
                 nowMs: Posix.wallClockMs)
             self.host = try self.state.deviceKey().publicKey
-            var options = HomebaseRunner.Options { ollamaURL, readCadence in
-                OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                                 maxTokensField: .maxTokens, readCadence: readCadence)
-            }
+            var options = HomebaseRunner.Options()
             options.relayOptions.connectTimeout = .seconds(2)
             options.daemon.statePollInterval = .milliseconds(100)
             let runner = HomebaseRunner(state: self.state, options: options, logger: .discard())

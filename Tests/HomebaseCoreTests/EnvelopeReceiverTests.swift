@@ -7,7 +7,7 @@ import Testing
     static let now: UInt64 = 1_764_400_000_000
     let receiver = EnvelopeReceiver(selfKey: me)
 
-    func header(version: UInt8 = 1, channel: Channel = .syncDelta, sender: PublicKey = peer,
+    func header(version: UInt8 = 1, channel: Channel = .sibling, sender: PublicKey = peer,
                 recipient: PublicKey = me, sentAt: UInt64 = now) -> EnvelopeHeader {
         EnvelopeHeader(version: version, channel: channel, sender: sender, recipient: recipient,
                        messageID: [UInt8](repeating: 7, count: 16), sentAtMs: sentAt,
@@ -56,11 +56,11 @@ import Testing
     }
 
     @Test(arguments: [
-        (Channel.syncDelta, "infer.request", SenderRelation.sibling, true),
-        (.syncDelta, "infer.request", .stranger, false),
-        (.syncDelta, "infer.request", .contact, false),
-        (.syncDelta, "pair.request", .stranger, true),
-        (.syncDelta, "contact.join", .stranger, false),
+        (Channel.sibling, "infer.request", SenderRelation.sibling, true),
+        (.sibling, "infer.request", .stranger, false),
+        (.sibling, "infer.request", .contact, false),
+        (.sibling, "pair.request", .stranger, true),
+        (.sibling, "contact.join", .stranger, false),
         (.contact, "infer.request", .contact, true),
         (.contact, "infer.request", .stranger, false),
         (.contact, "infer.request", .sibling, false),
@@ -78,7 +78,7 @@ import Testing
         let r = EnvelopeReceiver(selfKey: PublicKey(bytes: [UInt8](repeating: 1, count: 32))!)
         let ungranted = SenderRelation(isSibling: false, isContact: true, isGranted: false)
         let cases: [(Channel, SenderRelation, Bool)] = [
-            (.syncDelta, .sibling, true), (.syncDelta, .contact, false), (.syncDelta, .stranger, false),
+            (.sibling, .sibling, true), (.sibling, .contact, false), (.sibling, .stranger, false),
             (.contact, .contact, true), (.contact, ungranted, false), (.contact, .sibling, false),
             (.contact, .stranger, false), (.unknown(7), SenderRelation(isSibling: true, isContact: true), false),
         ]

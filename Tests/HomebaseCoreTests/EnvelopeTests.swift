@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func shortEnvelopesAreTruncated() {
-        let header = EnvelopeHeader(channel: .syncDelta, sender: Self.a, recipient: Self.b,
+        let header = EnvelopeHeader(channel: .sibling, sender: Self.a, recipient: Self.b,
                                     messageID: [UInt8](repeating: 1, count: 16), sentAtMs: 5,
                                     nonce: [UInt8](repeating: 2, count: 24))
         let full = header.encoded() + [UInt8](repeating: 0, count: 16)

@@ -9,7 +9,7 @@ import Testing
 
     private func header(nonce: [UInt8] = SecureRandom.bytes(24)) -> EnvelopeHeader {
         EnvelopeHeader(
-            channel: .syncDelta, sender: self.sender.publicKey, recipient: self.recipient.publicKey,
+            channel: .sibling, sender: self.sender.publicKey, recipient: self.recipient.publicKey,
             messageID: SecureRandom.bytes(16), sentAtMs: 1_764_400_000_000, nonce: nonce)
     }
 

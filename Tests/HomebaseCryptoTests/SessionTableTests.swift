@@ -29,7 +29,7 @@ import Testing
 
         /// a initiates, b answers, a completes; returns both handshake envelopes.
         func handshake(now: UInt64, sessionID: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]) throws -> [[UInt8]] {
-            let m1 = try self.ta.initiate(to: self.b.publicKey, channel: .syncDelta, sessionID: sessionID,
+            let m1 = try self.ta.initiate(to: self.b.publicKey, channel: .sibling, sessionID: sessionID,
                                           ephemeral: .generate(), messageID: self.id(), sentAtMs: now, nowMs: now)
             let replyID = self.id()
             guard case .success(.initiation(let responder)) = self.tb.receive(
@@ -48,9 +48,9 @@ import Testing
             var out: [UInt8] = []
             let id = self.id()
             let ok = fromA
-                ? self.ta.sealTransport(to: self.b.publicKey, channel: .syncDelta, messageID: id, sentAtMs: now,
+                ? self.ta.sealTransport(to: self.b.publicKey, channel: .sibling, messageID: id, sentAtMs: now,
                                         nowMs: now, appendingTo: &out) { $0 += Array(text.utf8) }
-                : self.tb.sealTransport(to: self.a.publicKey, channel: .syncDelta, messageID: id, sentAtMs: now,
+                : self.tb.sealTransport(to: self.a.publicKey, channel: .sibling, messageID: id, sentAtMs: now,
                                         nowMs: now, appendingTo: &out) { $0 += Array(text.utf8) }
             return ok ? out : nil
         }
@@ -252,7 +252,7 @@ import Testing
         let p = try Pair()
         #expect(p.ta.readiness(for: p.b.publicKey, nowMs: Self.t0) == .needsHandshake)
         #expect(p.seal(fromA: true, "{}", now: Self.t0) == nil)
-        _ = try p.ta.initiate(to: p.b.publicKey, channel: .syncDelta, sessionID: [9, 9, 9, 9, 9, 9, 9, 9],
+        _ = try p.ta.initiate(to: p.b.publicKey, channel: .sibling, sessionID: [9, 9, 9, 9, 9, 9, 9, 9],
                               ephemeral: .generate(), messageID: p.id(), sentAtMs: Self.t0, nowMs: Self.t0)
         #expect(p.ta.readiness(for: p.b.publicKey, nowMs: Self.t0 + 1) == .handshakePending)
         // Unanswered for the timeout: the sweep reports it and the peer needs a handshake again.
@@ -316,9 +316,9 @@ import Testing
     @Test func concurrentInitiationsBothEstablishAndEachSideMaySendOnEither() throws {
         let p = try Pair()
         let sa: [UInt8] = [0xA, 0, 0, 0, 0, 0, 0, 0], sb: [UInt8] = [0xB, 0, 0, 0, 0, 0, 0, 0]
-        let m1a = try p.ta.initiate(to: p.b.publicKey, channel: .syncDelta, sessionID: sa, ephemeral: .generate(),
+        let m1a = try p.ta.initiate(to: p.b.publicKey, channel: .sibling, sessionID: sa, ephemeral: .generate(),
                                     messageID: p.id(), sentAtMs: Self.t0, nowMs: Self.t0)
-        let m1b = try p.tb.initiate(to: p.a.publicKey, channel: .syncDelta, sessionID: sb, ephemeral: .generate(),
+        let m1b = try p.tb.initiate(to: p.a.publicKey, channel: .sibling, sessionID: sb, ephemeral: .generate(),
                                     messageID: p.id(), sentAtMs: Self.t0, nowMs: Self.t0)
         // Each answers the other's initiation.
         guard case .success(.initiation(let rb)) = p.tb.receive(
@@ -384,7 +384,7 @@ import Testing
         let p = try Pair()
         let c = SigningSecretKey.generate()
         var tc = try SessionTable(identity: c)
-        var m1 = try tc.initiate(to: p.b.publicKey, channel: .syncDelta, sessionID: [3, 3, 3, 3, 3, 3, 3, 3],
+        var m1 = try tc.initiate(to: p.b.publicKey, channel: .sibling, sessionID: [3, 3, 3, 3, 3, 3, 3, 3],
                                  ephemeral: .generate(), messageID: p.id(), sentAtMs: Self.t0, nowMs: Self.t0)
         // Rewriting the sender breaks the header payload check first.
         m1.replaceSubrange(2..<34, with: p.a.publicKey.bytes)

@@ -18,7 +18,7 @@ import Testing
         // Delivered on this thread, inside `send`. Each delivery's read of the handler used to wrap it in two more
         // reabstraction thunks (see `CallbackSlot`).
         for i in 0..<2_000 {
-            a.send(.inferCancel(id: "\(i)"), to: b.publicKey, channel: .syncDelta, store: false, onReceipt: nil)
+            a.send(.inferCancel(id: "\(i)"), to: b.publicKey, channel: .sibling, store: false, onReceipt: nil)
         }
         let seen = depths.withLock { $0 }
         #expect(seen.count == 2_000)
@@ -39,7 +39,7 @@ import Testing
             released = b
             let inbound = b.inbound
             reader = Task { await inbound.reduce(0) { count, _ in count + 1 } }
-            #expect(await a.sendAndWait(.inferCancel(id: "1"), to: bKey, channel: .syncDelta, store: false)
+            #expect(await a.sendAndWait(.inferCancel(id: "1"), to: bKey, channel: .sibling, store: false)
                 == .receipt(.delivered))
         }
         #expect(released == nil)
@@ -48,7 +48,7 @@ import Testing
             return
         }
         #expect(await reader.value == 1)
-        #expect(await a.sendAndWait(.inferCancel(id: "2"), to: bKey, channel: .syncDelta, store: false)
+        #expect(await a.sendAndWait(.inferCancel(id: "2"), to: bKey, channel: .sibling, store: false)
             == .receipt(.recipientOffline))
     }
 }

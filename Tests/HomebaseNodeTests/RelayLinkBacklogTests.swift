@@ -213,7 +213,7 @@ import Glibc
         // Until four refusals: the socket may still take a little now and then (its buffer grows), so frames
         // after the first refusal may be taken too; each refusal must be told at once, and warned of once.
         for i in 0..<800 where refusals < 4 {
-            a.send(advert, to: b.publicKey, channel: .syncDelta, store: false) { outcome in
+            a.send(advert, to: b.publicKey, channel: .sibling, store: false) { outcome in
                 outcomes.withLock { $0[i] = outcome }
             }
             // A refusal is told inside `send`; a frame taken waits for its RECEIPT.
@@ -234,7 +234,7 @@ import Glibc
         #expect(allDelivered(), "frames taken but not delivered")
         var again = false
         for _ in 0..<50 where !again {
-            again = await a.sendAndWait(.inferCancel(id: "after"), to: b.publicKey, channel: .syncDelta, store: false)
+            again = await a.sendAndWait(.inferCancel(id: "after"), to: b.publicKey, channel: .sibling, store: false)
                 == .receipt(.delivered)
             if !again { try await Task.sleep(for: .milliseconds(20)) }
         }

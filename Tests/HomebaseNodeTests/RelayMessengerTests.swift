@@ -99,10 +99,10 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         let pair = try await ConnectedPair()
         defer { pair.stop() }
         let (a, b) = (pair.a, pair.b)
-        let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta, store: false)
+        let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .sibling, store: false)
         #expect(outcome == .receipt(.delivered))
         let got = try #require(await nextInbound(b))
-        #expect(got.sender == a.publicKey && got.channel == .syncDelta && got.message == .inferCancel(id: "x1"))
+        #expect(got.sender == a.publicKey && got.channel == .sibling && got.message == .inferCancel(id: "x1"))
     }
 
     @Test func offlinePeerGivesReceipt2AtOnce() async throws {
@@ -113,7 +113,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(a.relayRoundTripMs == nil, "no SEND receipted yet")
         let start = ContinuousClock.now
         let outcome = await a.sendAndWait(.advertRequest, to: SigningSecretKey.generate().publicKey,
-                                          channel: .syncDelta, store: false)
+                                          channel: .sibling, store: false)
         #expect(outcome == .receipt(.recipientOffline))
         let elapsed = ContinuousClock.now - start
         #expect(elapsed < .seconds(1))
@@ -140,8 +140,8 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         let pair = try await ConnectedPair(bRelation: { _ in .stranger })
         defer { pair.stop() }
         let (a, b) = (pair.a, pair.b)
-        _ = await a.sendAndWait(.advertRequest, to: b.publicKey, channel: .syncDelta, store: false)
-        _ = await a.sendAndWait(.pairRequest(secret: "s", name: "n"), to: b.publicKey, channel: .syncDelta, store: false)
+        _ = await a.sendAndWait(.advertRequest, to: b.publicKey, channel: .sibling, store: false)
+        _ = await a.sendAndWait(.pairRequest(secret: "s", name: "n"), to: b.publicKey, channel: .sibling, store: false)
         let got = try #require(await nextInbound(b))
         #expect(got.message == .pairRequest(secret: "s", name: "n"))
         #expect(b.dropCounts["not_entitled"] == 1)
@@ -172,7 +172,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         let (a, b) = (pair.a, pair.b)
         let chunk = InferChunk(id: "6f1c2a7e-3b9d-4c8e-9f0a-1b2c3d4e5f60", seq: Int.max,
                                text: String(repeating: "\u{1}", count: 16 * 1024))
-        let sealed = try #require(a.seal(.inferChunk(chunk), to: b.publicKey, channel: .syncDelta))
+        let sealed = try #require(a.seal(.inferChunk(chunk), to: b.publicKey, channel: .sibling))
         #expect(sealed.count * 2 < RelayLimits().maxPayloadBytes, "\(sealed.count) bytes")
         b.open(sealed[...], from: a.publicKey)
         #expect(await nextInbound(b)?.message == .inferChunk(chunk))
@@ -188,9 +188,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
             let b = try await connectedMessenger(relay)
             defer { a.stop(); b.stop() }
             // `seal` applies the limit the relay's READY gave.
-            let sealed = a.seal(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta)
+            let sealed = a.seal(.inferCancel(id: "x1"), to: b.publicKey, channel: .sibling)
             #expect(sealed?.count == (limit == 386 ? 386 : nil))
-            let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .syncDelta, store: false)
+            let outcome = await a.sendAndWait(.inferCancel(id: "x1"), to: b.publicKey, channel: .sibling, store: false)
             #expect(outcome == expected, "limit \(limit)")
         }
     }
@@ -199,7 +199,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         let pair = try await ConnectedPair()
         defer { pair.stop() }
         let (a, b) = (pair.a, pair.b)
-        let sealed = try #require(a.seal(.inferCancel(id: "r"), to: b.publicKey, channel: .syncDelta))
+        let sealed = try #require(a.seal(.inferCancel(id: "r"), to: b.publicKey, channel: .sibling))
         b.open(sealed[...], from: a.publicKey)
         b.open(sealed[...], from: a.publicKey)
         #expect(await nextInbound(b)?.message == .inferCancel(id: "r"))
@@ -218,8 +218,8 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         let pair = try await ConnectedPair()
         defer { pair.stop() }
         let (a, b) = (pair.a, pair.b)
-        let first = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .syncDelta))
-        let second = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .syncDelta))
+        let first = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .sibling))
+        let second = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .sibling))
         // One drain of the socket: a message, its replay, a receipt nobody waits for, another message.
         b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: first[...]),
                   .deliver(sender: a.publicKey, deliveryID: 0, payload: first[...]),
@@ -244,9 +244,9 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
             taken.withLock { $0.append(inbound.message) }
             return true
         }
-        let one = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .syncDelta))
-        let other = try #require(a.seal(.advertRequest, to: b.publicKey, channel: .syncDelta))
-        let two = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .syncDelta))
+        let one = try #require(a.seal(.inferCancel(id: "1"), to: b.publicKey, channel: .sibling))
+        let other = try #require(a.seal(.advertRequest, to: b.publicKey, channel: .sibling))
+        let two = try #require(a.seal(.inferCancel(id: "2"), to: b.publicKey, channel: .sibling))
         b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: one[...]),
                   .deliver(sender: a.publicKey, deliveryID: 0, payload: other[...]),
                   .deliver(sender: a.publicKey, deliveryID: 0, payload: one[...]),
@@ -257,7 +257,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
         #expect(await nextInbound(b)?.message == .advertRequest)
         // Without a handler, everything goes to `inbound` again.
         b.setInlineHandler(nil)
-        let three = try #require(a.seal(.inferCancel(id: "3"), to: b.publicKey, channel: .syncDelta))
+        let three = try #require(a.seal(.inferCancel(id: "3"), to: b.publicKey, channel: .sibling))
         b.handle([.deliver(sender: a.publicKey, deliveryID: 0, payload: three[...])])
         #expect(await nextInbound(b)?.message == .inferCancel(id: "3"))
         #expect(taken.withLock { $0 }.count == 2)
@@ -274,7 +274,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
             return true
         }
         let frames = try (0..<1_000).map { i in
-            let sealed = try #require(a.seal(.inferCancel(id: "\(i)"), to: b.publicKey, channel: .syncDelta))
+            let sealed = try #require(a.seal(.inferCancel(id: "\(i)"), to: b.publicKey, channel: .sibling))
             return RelayFrame.deliver(sender: a.publicKey, deliveryID: 0, payload: sealed[...])
         }
         // One batch at a time, on this thread, as the link's thread hands them over. The handler, kept in a Mutex of
@@ -314,7 +314,7 @@ func nextInbound(_ m: RelayMessenger, timeout: Duration = .seconds(5)) async -> 
             if case .connected = e { reconnected = true; break }
         }
         #expect(reconnected)
-        let outcome = await a.sendAndWait(.advertRequest, to: bKey.publicKey, channel: .syncDelta, store: true)
+        let outcome = await a.sendAndWait(.advertRequest, to: bKey.publicKey, channel: .sibling, store: true)
         #expect(outcome == .receipt(.stored))
     }
 }

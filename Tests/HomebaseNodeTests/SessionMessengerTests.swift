@@ -35,14 +35,14 @@ import Testing
         #expect(a.envelopeVersions == [1, 2])
 
         // Nothing advertised yet: v1.
-        #expect(await a.sendAndWait(.inferCancel(id: "v1"), to: b.publicKey, channel: .syncDelta, store: false)
+        #expect(await a.sendAndWait(.inferCancel(id: "v1"), to: b.publicKey, channel: .sibling, store: false)
                 == .receipt(.delivered))
         #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "v1"))
         #expect(a.sessionCounts == RelayMessenger.SessionCounts())
 
         // b's signed advert said [1, 2]: the next inference message makes a session and goes on it.
         a.recordEnvelopeVersions([1, 2], of: b.publicKey)
-        #expect(await a.sendAndWait(.inferCancel(id: "v2"), to: b.publicKey, channel: .syncDelta, store: false)
+        #expect(await a.sendAndWait(.inferCancel(id: "v2"), to: b.publicKey, channel: .sibling, store: false)
                 == .receipt(.delivered))
         #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "v2"))
         #expect(a.sessionCounts.initiated == 1 && a.sessionCounts.sealed == 1)
@@ -50,16 +50,16 @@ import Testing
 
         // b learned a speaks v2 from the handshake, and answers on the session.
         #expect(b.envelopeVersion(for: a.publicKey) == 2)
-        b.send(.inferChunk(InferChunk(id: "v2", seq: 0, text: "hi")), to: a.publicKey, channel: .syncDelta,
+        b.send(.inferChunk(InferChunk(id: "v2", seq: 0, text: "hi")), to: a.publicKey, channel: .sibling,
                store: false)
         #expect(try #require(await nextInbound(a)).message == .inferChunk(InferChunk(id: "v2", seq: 0, text: "hi")))
         #expect(b.sessionCounts.sealed == 1 && a.sessionCounts.opened == 1)
 
         // Other messages stay v1; the session is reused (no second handshake).
-        b.send(.advertRequest, to: a.publicKey, channel: .syncDelta, store: false)
+        b.send(.advertRequest, to: a.publicKey, channel: .sibling, store: false)
         #expect(try #require(await nextInbound(a)).message == .advertRequest)
         for i in 0..<5 {
-            a.send(.inferCancel(id: "n\(i)"), to: b.publicKey, channel: .syncDelta, store: false)
+            a.send(.inferCancel(id: "n\(i)"), to: b.publicKey, channel: .sibling, store: false)
             #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "n\(i)"))
         }
         #expect(a.sessionCounts.initiated == 1 && a.sessionCounts.sealed == 6 && b.sessionCounts.sealed == 1)
@@ -75,11 +75,11 @@ import Testing
         let a = try await Self.messenger(relay), b = try await Self.messenger(relay)
         defer { a.stop(); b.stop() }
         a.recordEnvelopeVersions([1, 2], of: b.publicKey)
-        #expect(await a.sendAndWait(.inferCancel(id: "s"), to: b.publicKey, channel: .syncDelta, store: false)
+        #expect(await a.sendAndWait(.inferCancel(id: "s"), to: b.publicKey, channel: .sibling, store: false)
                 == .receipt(.delivered))
         #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "s"))
 
-        a.sendOnSession(.advertRequest, to: b.publicKey, channel: .syncDelta, onReceipt: nil)
+        a.sendOnSession(.advertRequest, to: b.publicKey, channel: .sibling, onReceipt: nil)
         #expect(try #require(await nextInbound(b)).message == .advertRequest)
         #expect(a.sessionCounts.sealed == 2 && b.sessionCounts.opened == 2, "the advert.request went on the session")
         #expect(b.dropCounts.isEmpty)
@@ -93,10 +93,10 @@ import Testing
         #expect(old.envelopeVersions == [1])
         // A v1-only peer's adverts carry no `envelopes`: recording them changes nothing.
         a.recordEnvelopeVersions(nil, of: old.publicKey)
-        #expect(await a.sendAndWait(.inferCancel(id: "x"), to: old.publicKey, channel: .syncDelta, store: false)
+        #expect(await a.sendAndWait(.inferCancel(id: "x"), to: old.publicKey, channel: .sibling, store: false)
                 == .receipt(.delivered))
         #expect(try #require(await nextInbound(old)).message == .inferCancel(id: "x"))
-        old.send(.inferChunk(InferChunk(id: "x", seq: 0, text: "ok")), to: a.publicKey, channel: .syncDelta,
+        old.send(.inferChunk(InferChunk(id: "x", seq: 0, text: "ok")), to: a.publicKey, channel: .sibling,
                  store: false)
         #expect(try #require(await nextInbound(a)).message == .inferChunk(InferChunk(id: "x", seq: 0, text: "ok")))
         #expect(a.sessionCounts == RelayMessenger.SessionCounts())
@@ -111,7 +111,7 @@ import Testing
         let a = try await Self.messenger(relay), old = try await Self.messenger(relay, speaksV2: false)
         defer { a.stop(); old.stop() }
         a.recordEnvelopeVersions([1, 2], of: old.publicKey)
-        a.send(.inferCancel(id: "secret"), to: old.publicKey, channel: .syncDelta, store: false)
+        a.send(.inferCancel(id: "secret"), to: old.publicKey, channel: .sibling, store: false)
         #expect(await nextInbound(old, timeout: .milliseconds(800)) == nil)
         // What reached the peer was the handshake (which it cannot read), not a v1 copy of the message.
         #expect(old.dropCounts == ["unknown_version": 1])
@@ -128,8 +128,8 @@ import Testing
         let b = try await Self.messenger(relay), forced = try await Self.messenger(relay, speaksV2: false)
         defer { b.stop(); forced.stop() }
         b.recordEnvelopeVersions([1, 2], of: forced.publicKey)
-        forced.send(.inferCancel(id: "downgraded"), to: b.publicKey, channel: .syncDelta, store: false)
-        forced.send(.advertRequest, to: b.publicKey, channel: .syncDelta, store: false)
+        forced.send(.inferCancel(id: "downgraded"), to: b.publicKey, channel: .sibling, store: false)
+        forced.send(.advertRequest, to: b.publicKey, channel: .sibling, store: false)
         #expect(try #require(await nextInbound(b)).message == .advertRequest)
         #expect(b.dropCounts == ["downgrade": 1])
     }
@@ -140,7 +140,7 @@ import Testing
         let a = try await Self.messenger(relay), b = try await Self.messenger(relay, relation: { _ in .stranger })
         defer { a.stop(); b.stop() }
         a.recordEnvelopeVersions([1, 2], of: b.publicKey)
-        a.send(.inferCancel(id: "x"), to: b.publicKey, channel: .syncDelta, store: false)
+        a.send(.inferCancel(id: "x"), to: b.publicKey, channel: .sibling, store: false)
         #expect(await nextInbound(b, timeout: .milliseconds(800)) == nil)
         #expect(b.dropCounts == ["not_entitled": 1])
         #expect(b.sessionCounts.responded == 0)
@@ -181,9 +181,9 @@ import Testing
         let a = try await Self.messenger(relay)
         defer { a.stop() }
         a.recordEnvelopeVersions([1, 2], of: bKey.publicKey)
-        #expect(await a.sendAndWait(.contactLeave, to: bKey.publicKey, channel: .syncDelta, store: true)
+        #expect(await a.sendAndWait(.contactLeave, to: bKey.publicKey, channel: .sibling, store: true)
                 == .receipt(.stored))
-        #expect(await a.sendAndWait(.inferCancel(id: "x"), to: bKey.publicKey, channel: .syncDelta, store: true)
+        #expect(await a.sendAndWait(.inferCancel(id: "x"), to: bKey.publicKey, channel: .sibling, store: true)
                 == .receipt(.recipientOffline))
         let b = try await connectedMessenger(relay, key: bKey)
         defer { b.stop() }
@@ -202,16 +202,16 @@ import Testing
         defer { a.stop() }
         let b = try await connectedMessenger(relay, key: bKey)
         a.recordEnvelopeVersions([1, 2], of: bKey.publicKey)
-        a.send(.inferCancel(id: "before"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        a.send(.inferCancel(id: "before"), to: bKey.publicKey, channel: .sibling, store: false)
         #expect(try #require(await nextInbound(b)).message == .inferCancel(id: "before"))
         b.stop()
         let restarted = try await connectedMessenger(relay, key: bKey)
         defer { restarted.stop() }
-        a.send(.inferCancel(id: "lost"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        a.send(.inferCancel(id: "lost"), to: bKey.publicKey, channel: .sibling, store: false)
         // (Not `nextInbound` with a timeout: a cancelled wait ends the inbound stream.)
         #expect(await Self.eventually { a.sessionCounts.responded == 1 })  // the restarted peer's new handshake
         #expect(restarted.dropCounts == ["no_session": 1])
-        a.send(.inferCancel(id: "after"), to: bKey.publicKey, channel: .syncDelta, store: false)
+        a.send(.inferCancel(id: "after"), to: bKey.publicKey, channel: .sibling, store: false)
         #expect(try #require(await nextInbound(restarted)).message == .inferCancel(id: "after"))
         #expect(restarted.sessionCounts.initiated == 1 && restarted.sessionCounts.opened == 1)
     }
@@ -251,7 +251,7 @@ import Testing
         defer { a.stop(); b.stop() }
         var table = try SessionTable(identity: aKey)
         let now = Posix.wallClockMs
-        let m1 = try table.initiate(to: b.publicKey, channel: .syncDelta, sessionID: [7, 7, 7, 7, 7, 7, 7, 7],
+        let m1 = try table.initiate(to: b.publicKey, channel: .sibling, sessionID: [7, 7, 7, 7, 7, 7, 7, 7],
                                     ephemeral: .generate(), messageID: SecureRandom.bytes(16), sentAtMs: now,
                                     nowMs: now)
         b.open(m1[...], from: aKey.publicKey)
@@ -283,10 +283,10 @@ import Testing
             return .advert(SignedBlob(payload: p, signature: signer.sign(p, context: SignatureContext.advert)))
         }
         // Badly signed: not believed.
-        host.send(advert([1, 2], signer: .generate()), to: a.publicKey, channel: .syncDelta, store: false)
+        host.send(advert([1, 2], signer: .generate()), to: a.publicKey, channel: .sibling, store: false)
         _ = try #require(await nextInbound(a))
         #expect(a.envelopeVersion(for: hostKey.publicKey) == 1)
-        host.send(advert([1, 2], signer: hostKey), to: a.publicKey, channel: .syncDelta, store: false)
+        host.send(advert([1, 2], signer: hostKey), to: a.publicKey, channel: .sibling, store: false)
         _ = try #require(await nextInbound(a))
         #expect(a.envelopeVersion(for: hostKey.publicKey) == 2)
     }

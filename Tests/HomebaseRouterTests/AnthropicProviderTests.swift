@@ -1,5 +1,6 @@
 import APIEmulatorKit
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 import Testing
 

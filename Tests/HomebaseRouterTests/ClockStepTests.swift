@@ -4,6 +4,7 @@ import HomebaseCrypto
 import HomebaseNode
 import Synchronization
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// Issue 38, defect 2: a device session's watchdogs run on the monotonic clock. The wall clock steps an hour back
@@ -37,10 +38,10 @@ import Testing
             case .pairRequest:
                 let roster = DeviceFixture.roster(account: account, version: 2, homebase: homebase.publicKey,
                                                   handsets: [inbound.sender])
-                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .sibling, store: true)
             case .advertRequest:
                 let advert = DeviceFixture.advert(host: homebase, seq: 1, issuedAt: wallMs(), tags: ["qwen2.5:7b"])
-                hb.send(.advert(advert), to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(.advert(advert), to: inbound.sender, channel: .sibling, store: true)
             case .inferRequest:
                 // The step comes while the requester waits for the accept, which never comes.
                 stepped.withLock { $0 = true }
@@ -51,7 +52,7 @@ import Testing
         let code = PairingCode(homebase: homebase.publicKey, secret: [UInt8](repeating: 1, count: 16),
                                relayURL: "ws://127.0.0.1:1/")
         try await session.account.pair(code: code, name: "phone", messenger: session.messenger, timeout: .seconds(5))
-        #expect(await session.refreshAdvert(from: homebase.publicKey, channel: .syncDelta, timeout: .seconds(5)))
+        #expect(await session.refreshAdvert(from: homebase.publicKey, channel: .sibling, timeout: .seconds(5)))
         try session.settings.setModelSource(.external)
         try session.settings.setExternalSelection(ExternalSelection(tag: "qwen2.5:7b"))
 

@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import Synchronization
 import Testing
 @testable import HomebaseRouter

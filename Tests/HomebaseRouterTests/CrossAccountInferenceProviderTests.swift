@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 import Synchronization
 import Testing

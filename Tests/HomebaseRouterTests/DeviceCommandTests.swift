@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 @Suite struct DeviceCommandTests {

@@ -1,9 +1,11 @@
 import APIEmulatorKit
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import HomebaseTransport
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The device engine (issue 35): `config device-engine URL|off` on a real `DeviceSession`, an OpenAI-compatible
@@ -27,7 +29,7 @@ import Testing
         self.session = try DeviceSession(node: node, identity: identity, messenger: messenger, relay: nil,
                                          http: http, clock: { wallMs() }, timers: .system)
         // The engine's key is ignored by real local servers; the emulator is told to accept the one we send.
-        self.engine = OpenAIEmulator(configuration: APIEmulatorConfiguration(validKeys: [OllamaProvider.dummyKey],
+        self.engine = OpenAIEmulator(configuration: APIEmulatorConfiguration(validKeys: [OpenAIChatEngine.ollamaKey],
                                                                              models: ["smollm2-135m"]))
         self.engineURL = "http://127.0.0.1:\(try self.engine.start())"
     }

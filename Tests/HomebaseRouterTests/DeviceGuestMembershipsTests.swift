@@ -2,6 +2,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 @Suite struct DeviceGuestMembershipsTests {

@@ -3,6 +3,7 @@ import Synchronization
 import HomebaseCrypto
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// A handset, an in-process fake Homebase that answers `pair.request` as told, on a loopback hub.
@@ -28,7 +29,7 @@ private struct PairingRig {
             pump(self.handset) { account.handle($0) },
             pump(hb) { inbound in
                 guard case .pairRequest = inbound.message, let reply = answer(keys) else { return }
-                hb.send(reply, to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(reply, to: inbound.sender, channel: .sibling, store: true)
             },
         ]
     }
@@ -173,7 +174,7 @@ private struct PairingRig {
         try await Task.sleep(for: .milliseconds(50))
         let blob = DeviceFixture.roster(account: stranger, version: 9, homebase: rig.homebase.publicKey,
                                         handsets: [rig.handsetKey])
-        rig.account.handle(DeviceFixture.inbound(.pairAccept(roster: blob), from: stranger.publicKey, on: .syncDelta))
+        rig.account.handle(DeviceFixture.inbound(.pairAccept(roster: blob), from: stranger.publicKey, on: .sibling))
         await #expect(throws: PairingFailure.timedOut) { try await pairing.value }
         #expect(!rig.account.isPaired)
     }
@@ -208,7 +209,7 @@ private struct PairingRig {
         #expect(!rig.account.siblings.contains(other))
 
         let good = DeviceFixture.roster(account: rig.accountKey, version: 6, homebase: hb, handsets: [rig.handsetKey, other])
-        rig.account.handle(DeviceFixture.inbound(.roster(good), from: hb, on: .syncDelta))
+        rig.account.handle(DeviceFixture.inbound(.roster(good), from: hb, on: .sibling))
         #expect(rig.account.roster?.version == 6)
         #expect(rig.account.relation(of: other) == .sibling)
     }

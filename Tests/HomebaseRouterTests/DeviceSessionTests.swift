@@ -1,8 +1,10 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// A `DeviceSession` on a loopback hub with an in-process fake Homebase: its dispatch feeds pairing, adverts,
@@ -46,11 +48,11 @@ import Testing
             case .pairRequest:
                 let roster = DeviceFixture.roster(account: account, version: 2, homebase: homebase.publicKey,
                                                   handsets: [inbound.sender])
-                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .sibling, store: true)
             case .advertRequest:
                 let advert = DeviceFixture.advert(host: homebase, seq: 1, issuedAt: wallMs(),
                                                   tags: ["qwen2.5:7b"])
-                hb.send(.advert(advert), to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(.advert(advert), to: inbound.sender, channel: .sibling, store: true)
             default: break
             }
         }
@@ -59,7 +61,7 @@ import Testing
                                relayURL: "ws://127.0.0.1:1/")
         try await self.session.account.pair(code: code, name: "phone", messenger: self.session.messenger,
                                             timeout: .seconds(5))
-        #expect(await self.session.refreshAdvert(from: homebase.publicKey, channel: .syncDelta, timeout: .seconds(5)))
+        #expect(await self.session.refreshAdvert(from: homebase.publicKey, channel: .sibling, timeout: .seconds(5)))
 
         try self.session.settings.setModelSource(.external)
         try self.session.settings.setExternalSelection(ExternalSelection(tag: "qwen2.5:7b"))
@@ -72,7 +74,7 @@ import Testing
     @Test func anAdvertRequestToAnOfflineHomebaseEndsAtOnce() async throws {
         self.hub.disconnect(self.homebase.publicKey)
         let start = ContinuousClock.now
-        #expect(!(await self.session.refreshAdvert(from: self.homebase.publicKey, channel: .syncDelta,
+        #expect(!(await self.session.refreshAdvert(from: self.homebase.publicKey, channel: .sibling,
                                                    timeout: .seconds(10))))
         #expect(ContinuousClock.now - start < .seconds(2))
     }

@@ -25,9 +25,9 @@ import Testing
         #expect(advert.seq == 42)
         #expect(advert.issuedAtMs == 1_800_000_000_000)
         #expect(advert.runtimeVersion == "0.5.1")
-        #expect(advert.models == [AdvertisedModel(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
-                                                  quantization: "Q4_K_M", capabilities: ["completion", "tools"],
-                                                  contextLength: 32_768, loaded: true)])
+        #expect(advert.models == [AdvertPayload.Model(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
+                                                      quantization: "Q4_K_M", capabilities: ["completion", "tools"],
+                                                      contextLength: 32_768, loaded: true)])
         #expect(Ed25519AdvertVerifier.verify(SignedBlob(payload: payload, signature: sig), from: Self.host.publicKey)
             == advert)
     }

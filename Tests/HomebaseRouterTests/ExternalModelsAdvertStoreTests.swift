@@ -55,15 +55,57 @@ import Testing
     @Test func theStoredAdvertRoundTrips() throws {
         let advert = VerifiedAdvert(
             host: Fixture.ownHomebase, seq: 3, issuedAtMs: Self.t0, runtimeVersion: "0.5.1",
-            models: [AdvertisedModel(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
-                                     quantization: "Q4_K_M", capabilities: ["completion", "tools"],
-                                     contextLength: 32768, loaded: true)])
+            models: [AdvertPayload.Model(tag: "qwen2.5:7b", family: "qwen2", parameterSize: "7.6B",
+                                         quantization: "Q4_K_M", capabilities: ["completion", "tools"],
+                                         contextLength: 32768, loaded: true)])
         try self.store.accept(advert)
         #expect(self.store.advert == advert)
     }
 
+    /// Issue 38 item 6: a record `AdvertisedModel` wrote, before the router kept `AdvertPayload.Model`, left out
+    /// the fields it did not know (optional there); it still reads, the missing ones empty and listed as unknown.
+    @Test func anAdvertStoredBeforeTheOneModelTypeStillReads() throws {
+        let host = String(repeating: "a1", count: 32)
+        let old = #"{"host":"\#(host)","seq":4,"issued_at_ms":1800000000000,"runtime_version":"0.5.1","models":["#
+            + #"{"tag":"qwen2.5:7b","capabilities":["completion","tools"],"loaded":true},"#
+            + #"{"tag":"llama3.2:3b","family":"llama","parameter_size":"3.2B","quantization":"Q4_K_M","#
+            + #""capabilities":["completion"],"context_length":8192,"loaded":false}]}"#
+        try self.backend.set(old, forKey: ExternalModelsAdvertStore.Key.ownAdvert)
+        let advert = try #require(self.store.advert)
+        #expect(advert.seq == 4)
+        #expect(advert.models == [
+            AdvertPayload.Model(tag: "qwen2.5:7b", family: "", parameterSize: "", quantization: "",
+                                capabilities: ["completion", "tools"], contextLength: nil, loaded: true,
+                                unknown: ["family", "parameter_size", "quantization"]),
+            AdvertPayload.Model(tag: "llama3.2:3b", family: "llama", parameterSize: "3.2B", quantization: "Q4_K_M",
+                                capabilities: ["completion"], contextLength: 8192, loaded: false),
+        ])
+        // What it reads is stored whole from then on.
+        try self.store.accept(advert)
+        #expect(self.store.advert == advert)
+    }
+
+    @Test func theSmallestStoredModelReads() throws {
+        try self.backend.set(Self.record(#"[{"tag":"m","capabilities":[],"loaded":true}]"#),
+                             forKey: ExternalModelsAdvertStore.Key.ownAdvert)
+        #expect(self.store.advert?.models.map(\.tag) == ["m"])
+    }
+
+    static let host = String(repeating: "a1", count: 32)
+    /// A stored advert of `host` with `models` (JSON text).
+    static func record(_ models: String) -> String {
+        #"{"host":"\#(host)","seq":1,"issued_at_ms":1,"models":\#(models)}"#
+    }
+
     @Test(arguments: ["garbage", #"{"host":"abcd","seq":1,"issued_at_ms":1,"models":[]}"#,
-                      #"{"host":"\#(String(repeating: "a1", count: 32))","seq":-1,"issued_at_ms":1,"models":[]}"#])
+                      #"{"host":"\#(host)","seq":-1,"issued_at_ms":1,"models":[]}"#,
+                      // A stored model is read leniently only where a field may be missing, never mistyped.
+                      record(#"[{"capabilities":[],"loaded":true}]"#),
+                      record(#"[{"tag":"m","loaded":true}]"#),
+                      record(#"[{"tag":"m","capabilities":[]}]"#),
+                      record(#"[{"tag":"m","family":7,"capabilities":[],"loaded":true}]"#),
+                      record(#"[{"tag":"m","capabilities":[],"loaded":true,"unknown":"family"}]"#),
+                      record(#"{"tag":"m","capabilities":[],"loaded":true}"#)])
     func aDamagedStoredAdvertReadsAsNone(stored: String) throws {
         try self.backend.set(stored, forKey: ExternalModelsAdvertStore.Key.ownAdvert)
         #expect(self.store.advert == nil)

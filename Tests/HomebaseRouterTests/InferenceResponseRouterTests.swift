@@ -15,9 +15,9 @@ import Testing
         }
         defer { responses.stop() }
         host.send(.inferChunk(InferChunk(id: "nobody", seq: 0, text: "x")), to: client.publicKey,
-                  channel: .syncDelta, store: false)
-        host.send(.advertRequest, to: client.publicKey, channel: .syncDelta, store: false)
-        host.send(.roster(SignedBlob(payload: [1], signature: [2])), to: client.publicKey, channel: .syncDelta,
+                  channel: .sibling, store: false)
+        host.send(.advertRequest, to: client.publicKey, channel: .sibling, store: false)
+        host.send(.roster(SignedBlob(payload: [1], signature: [2])), to: client.publicKey, channel: .sibling,
                   store: false)
         // The two are handled inline, inside `send`; the answer goes through `inbound` to the consumer task.
         #expect(seen.withLock { $0 } == [MessageType.advertRequest, MessageType.roster])
@@ -31,10 +31,10 @@ import Testing
         let responses = InferenceResponseRouter(messenger: client)
         defer { responses.stop() }
         let (events, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
-        responses.register(id: "r1", host: RelayRig.hostKey, channel: .syncDelta, sink: sink)
+        responses.register(id: "r1", host: RelayRig.hostKey, channel: .sibling, sink: sink)
         host.send(.inferAccept(InferAccept(id: "r1", model: "m")), to: client.publicKey, channel: .contact,
                   store: false)
-        host.send(.inferAccept(InferAccept(id: "r1", model: "m")), to: client.publicKey, channel: .syncDelta,
+        host.send(.inferAccept(InferAccept(id: "r1", model: "m")), to: client.publicKey, channel: .sibling,
                   store: false)
         var iterator = events.makeAsyncIterator()
         guard case .frame(.inferAccept(let accept)) = await iterator.next() else {
@@ -54,7 +54,7 @@ import Testing
         }
         defer { responses.stop() }
         let (events, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
-        responses.register(id: "r1", host: RelayRig.hostKey, channel: .syncDelta, sink: sink)
+        responses.register(id: "r1", host: RelayRig.hostKey, channel: .sibling, sink: sink)
         // Let the router see the initial `.connected` before the disconnect.
         #expect(await eventually { nodeEvents.withLock { $0.count } == 1 })
         hub.disconnect(RelayRig.clientKey)
@@ -76,7 +76,7 @@ import Testing
             let responses = InferenceResponseRouter(messenger: client)
             released = responses
             let (_, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
-            responses.register(id: "r1", host: RelayRig.hostKey, channel: .syncDelta, sink: sink)
+            responses.register(id: "r1", host: RelayRig.hostKey, channel: .sibling, sink: sink)
         }
         #expect(released == nil)
     }

@@ -44,13 +44,13 @@ import Testing
              answeredBy: .ollama),
         Case(name: "handset with a fresh advert → remote to its own Homebase", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: Fixture.minute)
-        }, built: [.remote(host: Fixture.ownHomebase, model: "qwen2.5:7b")], answeredBy: .remote),
+        }, built: [.sibling(host: Fixture.ownHomebase, model: "qwen2.5:7b")], answeredBy: .sibling),
         Case(name: "the Homebase with a fresh advert and no endpoint → on-device", isHomebase: true, setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: 0)
         }, built: [], answeredBy: .onDevice, fallback: Fallback(from: .ollama, reason: .noEndpoint)),
         Case(name: "stale advert → on-device", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: 10 * Fixture.minute + 1_000)
-        }, built: [], answeredBy: .onDevice, fallback: Fallback(from: .remote, reason: .staleAdvert)),
+        }, built: [], answeredBy: .onDevice, fallback: Fallback(from: .sibling, reason: .staleAdvert)),
         Case(name: "legacy openai radio with a key → OpenAI", setup: { h in
             try h.radio(.legacyOpenAI); try h.addKey("sk-one", .openai)
         }, built: [.openai(model: AgentSettings.defaultOpenAIModel)], answeredBy: .openai),
@@ -90,7 +90,7 @@ import Testing
         let result = try await router.provider().complete(Fixture.request)
         #expect(harness.factory.primaries.isEmpty)
         #expect(result.providerKind == .onDevice)
-        #expect(result.fallback == Fallback(from: .remote, reason: .staleAdvert))
+        #expect(result.fallback == Fallback(from: .sibling, reason: .staleAdvert))
     }
 
     /// Inside one `provider(model:)` call: the resolution reads the clock at 9:59.999, the walk at 10:00.
@@ -103,7 +103,7 @@ import Testing
         let result = try await harness.router.provider().complete(Fixture.request)
         #expect(harness.factory.primaries.isEmpty)
         #expect(result.providerKind == .onDevice)
-        #expect(result.fallback == Fallback(from: .remote, reason: .staleAdvert))
+        #expect(result.fallback == Fallback(from: .sibling, reason: .staleAdvert))
     }
 
     @Test func aRaceWhereTheGrantIsRevokedAfterResolveLandsOnDevice() async throws {
@@ -150,11 +150,11 @@ import Testing
         try harness.radio(.external)
         try harness.select("qwen2.5:7b")
         try harness.advert(ageMs: 0)
-        harness.factory.fail(.remote, reason)
+        harness.factory.fail(.sibling, reason)
         let result = try await harness.router.provider().complete(Fixture.request)
         #expect(result.providerKind == .onDevice)
         #expect(result.model == "floor")
-        #expect(result.fallback == Fallback(from: .remote, reason: reason))
+        #expect(result.fallback == Fallback(from: .sibling, reason: reason))
     }
 
     @Test func aFailingDeviceRungStillAnswersFromTheFloor() async throws {
@@ -177,7 +177,7 @@ import Testing
         try harness.radio(.external)
         try harness.select("qwen2.5:7b")
         try harness.advert(ageMs: 0)
-        harness.factory.fail(.remote, .stall)
+        harness.factory.fail(.sibling, .stall)
         var events: [ChatStreamEvent] = []
         for await event in harness.router.provider().stream(Fixture.request) { events.append(event) }
         #expect(Array(events.prefix(3)) == [.text("partial "), .text("answer"), .restart(.stall)])
@@ -188,7 +188,7 @@ import Testing
         let afterRestart = events.dropFirst(3).dropLast().compactMap { if case .text(let t) = $0 { t } else { nil } }
         #expect(afterRestart.joined() == result.text)
         #expect(result.providerKind == .onDevice)
-        #expect(result.fallback == Fallback(from: .remote, reason: .stall))
+        #expect(result.fallback == Fallback(from: .sibling, reason: .stall))
         #expect(!events.contains { if case .failed = $0 { true } else { false } })
     }
 

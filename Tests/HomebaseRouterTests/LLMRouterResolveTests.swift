@@ -72,7 +72,7 @@ import Testing
            needsConfiguration: true),
         Scenario(name: "ollama with no selection and nothing else", setup: { h in
             try h.radio(.external); try h.dropdown(.ollama)
-        }, route: .onDevice, model: "floor", fallback: Fallback(from: .remote, reason: .noModelSelected),
+        }, route: .onDevice, model: "floor", fallback: Fallback(from: .sibling, reason: .noModelSelected),
            needsConfiguration: true),
         Scenario(name: "a verified endpoint wins over a fresh advert", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.verifiedEndpoint(); try h.advert(ageMs: 0)
@@ -87,14 +87,14 @@ import Testing
         }, route: .external, shape: .sibling, model: "qwen2.5:7b"),
         Scenario(name: "a handset with a stale sibling advert", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: 11 * Fixture.minute)
-        }, route: .onDevice, model: "floor", fallback: Fallback(from: .remote, reason: .staleAdvert)),
+        }, route: .onDevice, model: "floor", fallback: Fallback(from: .sibling, reason: .staleAdvert)),
         Scenario(name: "a handset with an empty advert", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: 0, tags: [])
-        }, route: .onDevice, model: "floor", fallback: Fallback(from: .remote, reason: .noModels),
+        }, route: .onDevice, model: "floor", fallback: Fallback(from: .sibling, reason: .noModels),
            needsConfiguration: true),
         Scenario(name: "a handset with neither endpoint nor advert", setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b")
-        }, route: .onDevice, model: "floor", fallback: Fallback(from: .remote, reason: .noEndpoint),
+        }, route: .onDevice, model: "floor", fallback: Fallback(from: .sibling, reason: .noEndpoint),
            needsConfiguration: true),
         Scenario(name: "the Homebase never routes to a sibling advert", isHomebase: true, setup: { h in
             try h.radio(.external); try h.select("qwen2.5:7b"); try h.advert(ageMs: 0)
@@ -198,7 +198,7 @@ import Testing
         #expect(shape == scenario.shape)
     }
 
-    /// Seed 000 §5: less than 10 minutes old is fresh; exactly 10:00 is stale.
+    /// design.md §R5: less than 10 minutes old is fresh; exactly 10:00 is stale.
     @Test(arguments: [
         (9 * Fixture.minute + 59_000, Route.external),
         (10 * Fixture.minute - 1, Route.external),
@@ -213,7 +213,7 @@ import Testing
         #expect(harness.router.resolve() == expected)
     }
 
-    /// Seed 000 §5: a joined Homebase heard from less than 24 h ago is fresh; exactly 24 h is stale.
+    /// design.md §R5: a joined Homebase heard from less than 24 h ago is fresh; exactly 24 h is stale.
     @Test(arguments: [
         (23 * Fixture.hour + 59 * Fixture.minute, Route.external),
         (24 * Fixture.hour - 1, Route.external),

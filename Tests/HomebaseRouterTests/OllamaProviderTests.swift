@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 import OllamaEmulatorKit
 import Testing
@@ -118,9 +119,12 @@ import Testing
     }
 
     @Test func openAIBaseAppendsV1Once() {
-        #expect(OllamaProvider.openAIBase("http://127.0.0.1:11434") == "http://127.0.0.1:11434/v1")
-        #expect(OllamaProvider.openAIBase("http://127.0.0.1:11434/") == "http://127.0.0.1:11434/v1")
-        #expect(OllamaProvider.openAIBase("http://127.0.0.1:11434/v1") == "http://127.0.0.1:11434/v1")
+        for url in ["http://127.0.0.1:11434", "http://127.0.0.1:11434/", "http://127.0.0.1:11434/v1"] {
+            #expect(OllamaProvider(http: self.http, url: url, model: "m").engine.baseURL == "http://127.0.0.1:11434/v1")
+        }
+        let engine = OllamaProvider(http: self.http, url: "http://127.0.0.1:11434", model: "m").engine
+        #expect(engine.maxTokensField == .maxTokens)
+        #expect(engine.apiKey() == OpenAIChatEngine.ollamaKey)
     }
 
     @Test func liveMakersBuildTheDeviceRungOverTheFloor() async throws {

@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseDevice
 import HomebaseRouter
 import Synchronization
 import Testing

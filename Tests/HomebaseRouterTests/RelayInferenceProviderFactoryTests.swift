@@ -24,7 +24,7 @@ import Testing
         try h.advert(ageMs: Fixture.minute)
         let result = try await Self.router(rig, harness: h).provider().complete(Fixture.request)
         #expect(result.text == "From the Homebase.")
-        #expect(result.providerKind == .remote)
+        #expect(result.providerKind == .sibling)
         #expect(result.model == "qwen2.5:7b")
         #expect(result.fallback == nil)
         #expect(rig.host.requests.first?.model == "qwen2.5:7b")
@@ -41,7 +41,7 @@ import Testing
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(result.providerKind == .onDevice)
         #expect(result.model == FloorProvider.modelName)
-        #expect(result.fallback == Fallback(from: .remote, reason: .acceptTimeout))
+        #expect(result.fallback == Fallback(from: .sibling, reason: .acceptTimeout))
         #expect(!events.contains { if case .failed = $0 { true } else { false } })
     }
 
@@ -54,7 +54,7 @@ import Testing
         #expect(factory.makeAnthropic(model: "claude", apiKey: { nil }).kind == .anthropic)
         #expect(factory.makeOllama(endpoint: Fixture.endpoint(), model: "m").kind == .ollama)
         #expect(factory.makeOnDevice(deviceModel: nil).kind == .onDevice)
-        #expect(factory.makeRemote(host: RelayRig.hostKey, model: "m").kind == .remote)
+        #expect(factory.makeSibling(host: RelayRig.hostKey, model: "m").kind == .sibling)
         #expect(factory.makeCrossAccount(host: RelayRig.hostKey, model: "m").kind
             == .crossAccount)
     }

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import Synchronization
 import Testing
@@ -125,11 +126,11 @@ struct RelayRig {
         self.host = ScriptedHost(hub: self.hub, key: Self.hostKey, script: script)
     }
 
-    /// The remote provider as the router hands it out: inside the one `FallbackProvider`.
-    func remote(ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder,
+    /// The sibling provider as the router hands it out: inside the one `FallbackProvider`.
+    func sibling(ladder: InferenceClientStateMachine.Watchdogs = RelayRig.ladder,
                 host: PublicKey = RelayRig.hostKey) -> FallbackProvider {
         FallbackProvider(
-            primary: RemoteInferenceProvider(messenger: self.client, responses: self.responses, host: host,
+            primary: SiblingInferenceProvider(messenger: self.client, responses: self.responses, host: host,
                                              model: "qwen2.5:7b", watchdogs: ladder,
                                              clock: MonotonicClock { monotonicMs() }),
             fallback: Self.fallback)

@@ -10,9 +10,9 @@ import Testing
         let file = try TemporaryStateFile()
         let record = JoinedHomebase(
             host: Fixture.friend, name: "Ana", state: .joined,
-            models: [AdvertisedModel(tag: "llama3.1:70b", family: "llama", parameterSize: "70B",
-                                     quantization: "Q4_0", capabilities: ["completion"], contextLength: 8192,
-                                     loaded: true)],
+            models: [AdvertPayload.Model(tag: "llama3.1:70b", family: "llama", parameterSize: "70B",
+                                         quantization: "Q4_0", capabilities: ["completion"], contextLength: 8192,
+                                         loaded: true)],
             lastHeardMs: Self.t0)
         try SQLiteJoinedHomebaseStore(database: try Database(path: file.path)).upsert(record)
         try SQLiteJoinedHomebaseStore(database: try Database(path: file.path))
@@ -45,6 +45,21 @@ import Testing
         #expect(store.record(for: Fixture.friend)?.lastHeardMs == Self.t0 + 5)
         try store.noteHostAlive(Fixture.otherFriend, atMs: Self.t0 + 9)
         #expect(store.record(for: Fixture.otherFriend) == nil)
+    }
+
+    /// Issue 38 item 6: a row written with `AdvertisedModel` (no `family`, `parameter_size`, `quantization` when
+    /// unknown) still reads after the router keeps `AdvertPayload.Model`.
+    @Test func aRowStoredBeforeTheOneModelTypeStillReads() throws {
+        let file = try TemporaryStateFile()
+        let database = try Database(path: file.path)
+        let store = try SQLiteJoinedHomebaseStore(database: database)
+        try store.upsert(Fixture.joined(lastHeardMs: 1))
+        try database.execute(#"UPDATE joined_homebases SET models = '[{"tag":"llama3.1:70b","capabilities":["completion"],"loaded":false}]'"#)
+        let record = try #require(store.record(for: Fixture.friend))
+        #expect(record.models.map(\.tag) == ["llama3.1:70b"])
+        #expect(record.models.first?.family == "")
+        #expect(record.models.first?.unknown == ["family", "parameter_size", "quantization"])
+        #expect(record.isRoutable(nowMs: 2))
     }
 
     @Test func aCorruptRowReadsAsAbsent() throws {

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseEngines
 import OllamaEmulatorKit
 import Synchronization
 @testable import HomebaseRouter
@@ -38,13 +39,13 @@ enum Fixture {
     static func advert(issuedAtMs: UInt64, seq: UInt64 = 1, host: PublicKey = Fixture.ownHomebase,
                        tags: [String] = ["qwen2.5:7b"]) -> VerifiedAdvert {
         VerifiedAdvert(host: host, seq: seq, issuedAtMs: issuedAtMs, runtimeVersion: "0.5.1",
-                       models: tags.map { AdvertisedModel(tag: $0, capabilities: ["completion", "tools"], loaded: true) })
+                       models: tags.map { .tagOnly($0, capabilities: ["completion", "tools"], loaded: true) })
     }
 
     static func joined(_ host: PublicKey = Fixture.friend, name: String? = "Ana", state: JoinState = .joined,
                        tags: [String] = ["llama3.1:70b"], lastHeardMs: UInt64) -> JoinedHomebase {
         JoinedHomebase(host: host, name: name, state: state,
-                       models: tags.map { AdvertisedModel(tag: $0) }, lastHeardMs: lastHeardMs)
+                       models: tags.map { .tagOnly($0) }, lastHeardMs: lastHeardMs)
     }
 
     static func endpoint(at ms: UInt64 = 0) -> VerifiedEndpoint {
@@ -89,7 +90,7 @@ final class RecordingProviderFactory: ProviderFactory {
         case ollama(url: String, model: String)
         case openai(model: String)
         case anthropic(model: String)
-        case remote(host: PublicKey, model: String)
+        case sibling(host: PublicKey, model: String)
         case crossAccount(host: PublicKey, model: String)
         case onDevice(DeviceModel?)
     }
@@ -129,9 +130,9 @@ final class RecordingProviderFactory: ProviderFactory {
         return KeyedFake(base: self.fake(.anthropic, model), apiKey: apiKey, seen: self)
     }
 
-    func makeRemote(host: PublicKey, model: String) -> any LLMProvider {
-        self.made.withLock { $0.append(.remote(host: host, model: model)) }
-        return self.fake(.remote, model)
+    func makeSibling(host: PublicKey, model: String) -> any LLMProvider {
+        self.made.withLock { $0.append(.sibling(host: host, model: model)) }
+        return self.fake(.sibling, model)
     }
 
     func makeCrossAccount(host: PublicKey, model: String) -> any LLMProvider {
@@ -205,20 +206,4 @@ struct Harness {
     func joinedHomebase(state: JoinState = .joined, ageMs: UInt64 = 0, tags: [String] = ["llama3.1:70b"]) {
         self.joined.upsert(Fixture.joined(state: state, tags: tags, lastHeardMs: self.now - ageMs))
     }
-}
-
-/// Runs `body` against an in-process Ollama emulator on a free port, with its root URL
-/// (`http://127.0.0.1:PORT`), stopping it after.
-func withOllamaEmulator(
-    _ configure: (inout EmulatorConfiguration) -> Void = { _ in },
-    _ body: (OllamaEmulator, String) async throws -> Void
-) async throws {
-    var configuration = EmulatorConfiguration()
-    configuration.port = 0
-    configuration.tokensPerSecond = 5_000
-    configure(&configuration)
-    let emulator = OllamaEmulator(configuration: configuration)
-    let port = try emulator.start(port: 0)
-    defer { emulator.stop() }
-    try await body(emulator, "http://127.0.0.1:\(port)")
 }

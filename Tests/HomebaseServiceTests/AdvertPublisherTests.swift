@@ -64,7 +64,7 @@ import Testing
         #expect(Self.verifiedAdverts(phone.inbox, host: h.homebase).last?.issuedAt == h.clock.value)
 
         // advert.request is answered at once.
-        phone.messenger.send(.advertRequest, to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.advertRequest, to: h.homebase, channel: .sibling, store: false)
         await eventually("answer") { Self.verifiedAdverts(phone.inbox, host: h.homebase).count == 3 }
 
         // A heartbeat.

@@ -1,7 +1,7 @@
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import Testing
 @testable import HomebaseService
 

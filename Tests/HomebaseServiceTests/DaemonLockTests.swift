@@ -1,5 +1,4 @@
 import Foundation
-import HomebaseRouter
 import HomebaseTransport
 import Testing
 @testable import HomebaseService
@@ -79,10 +78,7 @@ import Glibc
                                                runtime: RuntimeStatus(endpoint: "http://127.0.0.1:9", verified: true,
                                                                       available: true, version: "0.1", models: [],
                                                                       checkedAtMs: 1)))
-        let runner = HomebaseRunner(state: state, options: HomebaseRunner.Options { url, cadence in
-            OpenAIChatEngine(http: HTTPClient(), baseURL: url + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readCadence: cadence)
-        }, logger: .discard())
+        let runner = HomebaseRunner(state: state, options: HomebaseRunner.Options(), logger: .discard())
         let task = Task { try? await runner.run() }
         let deadline = ContinuousClock.now + .seconds(5)
         while !state.daemonIsRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }

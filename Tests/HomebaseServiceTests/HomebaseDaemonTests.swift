@@ -70,9 +70,9 @@ import Testing
         let phone = try h.enrolledHandset(0x11)
         await h.startServing()
         let roster = try #require(try h.state.currentRoster())
-        phone.messenger.send(.roster(roster.blob), to: h.homebase, channel: .syncDelta, store: false)
-        phone.messenger.send(.advert(roster.blob), to: h.homebase, channel: .syncDelta, store: false)
-        phone.messenger.send(.advertRequest, to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.roster(roster.blob), to: h.homebase, channel: .sibling, store: false)
+        phone.messenger.send(.advert(roster.blob), to: h.homebase, channel: .sibling, store: false)
+        phone.messenger.send(.advertRequest, to: h.homebase, channel: .sibling, store: false)
         _ = await phone.inbox.first("advert answer") { if case .advert = $0 { true } else { false } }
         await eventually("two adverts") { phone.inbox.messages.filter { if case .advert = $0 { true } else { false } }.count == 2 }
         #expect(h.hub.sent.filter { $0.from == h.homebase }.map(\.type) == ["advert", "advert"])

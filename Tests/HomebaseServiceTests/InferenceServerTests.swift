@@ -1,6 +1,6 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 import Testing
@@ -90,7 +90,7 @@ import Testing
     @Test func aRequestThatComesAfterItsCancelIsNotServed() async throws {
         let (h, phone) = try await Self.setUp()
         // The cancel overtook its request (the request was held up on its way): the id is spent.
-        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .sibling, store: false)
         h.request("k1", from: phone.messenger)
         h.request("k2", from: phone.messenger)
         _ = await phone.inbox.finished("k2")
@@ -99,13 +99,13 @@ import Testing
         await h.stop()
     }
 
-    @Test func onlySiblingsOnSyncDeltaAreServedWhateverReachesTheServer() async throws {
+    @Test func onlySiblingsOnTheSiblingChannelAreServedWhateverReachesTheServer() async throws {
         let (h, phone) = try await Self.setUp()
         // The messenger's entitlement rule already drops these; the server's authorizer decides again, so a
         // messenger wired to an older roster (or a channel it let through) serves no one it should not.
         let stranger = testKey(0x5A)
         h.daemon.inference.handleRequest(InferRequest(id: "s1", model: "qwen2.5:7b", messages: [.user("hi")]),
-                                         from: stranger, channel: .syncDelta)
+                                         from: stranger, channel: .sibling)
         h.daemon.inference.handleRequest(InferRequest(id: "s2", model: "qwen2.5:7b", messages: [.user("hi")]),
                                          from: phone.key, channel: .unknown(0x7F))
         #expect(h.hub.sent.filter { $0.from == h.homebase && $0.type.hasPrefix("infer.") }.isEmpty)
@@ -121,7 +121,7 @@ import Testing
         let (h, phone) = try await Self.setUp()
         var request = InferRequest(id: "o1", model: "qwen2.5:7b", messages: [.system("be brief"), .user("hi")])
         request.options = InferOptions(temperature: 0.2, topP: 0.9, maxTokens: 64, stop: ["\n"], seed: 7)
-        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .sibling, store: false)
         _ = await phone.inbox.finished("o1")
         #expect(engine(h).last?.request.options == ChatOptions(temperature: 0.2, topP: 0.9, maxTokens: 64,
                                                                 stop: ["\n"], seed: 7))
@@ -222,7 +222,7 @@ import Testing
     ])
     func malformedRequestsGetBadRequest(label: String, request: InferRequest) async throws {
         let (h, phone) = try await Self.setUp()
-        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .syncDelta, store: false)
+        phone.messenger.send(.inferRequest(request), to: h.homebase, channel: .sibling, store: false)
         let got = await phone.inbox.finished("b")
         #expect(got.count == 1)
         #expect(got.first?.errorCode == "bad_request", "\(label)")
@@ -350,8 +350,8 @@ import Testing
         _ = await phone.inbox.first("chunk") { if case .inferChunk = $0 { true } else { false } }
         // Someone else's cancel for the same id does nothing.
         let other = try h.enrolledHandset(0x22)
-        other.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
-        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .syncDelta, store: false)
+        other.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .sibling, store: false)
+        phone.messenger.send(.inferCancel(id: "k1"), to: h.homebase, channel: .sibling, store: false)
         await eventually("engine stream terminated") { engine.cancellations == 1 }
         await eventually("slot freed") { h.daemon.inference.activeCount == 0 }
         #expect(phone.inbox.inference("k1").count == 2)
@@ -560,7 +560,7 @@ import Testing
         let stranger = h.device(0x66)
         h.request("s1", from: stranger.messenger)
         h.request("s2", from: stranger.messenger, channel: .contact)
-        stranger.messenger.send(.advertRequest, to: h.homebase, channel: .syncDelta, store: false)
+        stranger.messenger.send(.advertRequest, to: h.homebase, channel: .sibling, store: false)
         // A sibling's request after them: once it is answered, theirs were processed (or dropped) before it.
         h.request("after", from: phone.messenger)
         _ = await phone.inbox.finished("after")

@@ -1,6 +1,6 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import Synchronization
 import Testing
 @testable import HomebaseService
@@ -18,7 +18,7 @@ import Testing
     func make(_ hub: LoopbackMessengerHub, ends: Counter) -> InferenceStream {
         let host = hub.messenger(for: testKey(1), relation: { _ in .sibling })
         _ = hub.messenger(for: testKey(2), relation: { _ in .sibling })
-        return InferenceStream(id: "s1", peer: testKey(2), channel: .syncDelta, messenger: host,
+        return InferenceStream(id: "s1", peer: testKey(2), channel: .sibling, messenger: host,
                                limits: InferenceLimits(coalesceDelayMs: 0), keepAnswer: true, clock: .system,
                                onEnd: { _ in ends.add() }, onRequesterGone: {})
     }
@@ -71,7 +71,7 @@ import Testing
 
     func recorded(_ limits: InferenceLimits = InferenceLimits(coalesceDelayMs: 0)) -> (InferenceStream, MessageRecorder) {
         let messenger = MessageRecorder()
-        let stream = InferenceStream(id: "s1", peer: testKey(2), channel: .syncDelta, messenger: messenger,
+        let stream = InferenceStream(id: "s1", peer: testKey(2), channel: .sibling, messenger: messenger,
                                      limits: limits, keepAnswer: true, clock: .system, onEnd: { _ in },
                                      onRequesterGone: {})
         return (stream, messenger)
@@ -166,7 +166,7 @@ import Testing
         limits.chunkReceiptIntervalMs = 500
         func makeStream(_ id: String) -> InferenceStream {
             InferenceStream(
-                id: id, peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: false,
+                id: id, peer: testKey(2), channel: .sibling, messenger: messenger, limits: limits, keepAnswer: false,
                 clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } }),
                 onEnd: { _ in }, onRequesterGone: { gone.add() })
         }
@@ -254,7 +254,7 @@ import Testing
         limits.maxPacedHoldMs = 2_000
         // A sleep that never returns: only reads and the end move the stream, so the test sees each decision.
         let stream = InferenceStream(
-            id: "p1", peer: testKey(2), channel: .syncDelta, messenger: messenger, limits: limits, keepAnswer: true,
+            id: "p1", peer: testKey(2), channel: .sibling, messenger: messenger, limits: limits, keepAnswer: true,
             clock: ServiceClock(nowMs: { now.withLock { $0 } }, monotonicMs: { now.withLock { $0 } },
                                 sleep: { _ in try await Task.sleep(for: .seconds(3600)) }),
             onEnd: { _ in }, onRequesterGone: {})

@@ -20,7 +20,7 @@ import Testing
         #expect(code.hasPrefix("hb1:\(h.homebase.hex):"))
 
         second.messenger.send(.pairRequest(secret: parsed.secretHex, name: "tablet"), to: h.homebase,
-                              channel: .syncDelta, store: false)
+                              channel: .sibling, store: false)
         let accept = await second.inbox.first("pair.accept") { if case .pairAccept = $0 { true } else { false } }
         guard case .pairAccept(let blob) = accept else { return }
 
@@ -97,7 +97,7 @@ import Testing
         defer { Task { await h.stop() } }
         let stranger = h.device(0x33)
         stranger.messenger.send(.pairRequest(secret: String(repeating: "ab", count: 16), name: "x"),
-                                to: h.homebase, channel: .syncDelta, store: false)
+                                to: h.homebase, channel: .sibling, store: false)
         let reject = await stranger.inbox.first("pair.reject") { if case .pairReject = $0 { true } else { false } }
         #expect(reject == .pairReject(reason: "invalid_code"))
         #expect(h.directory.siblings.isEmpty)

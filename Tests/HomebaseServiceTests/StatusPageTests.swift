@@ -271,7 +271,7 @@ extension HTTPResponse {
         #expect(qr["size"] as? Int == expected.size && qr["rows"] as? [String] == expected.rows)
         let handset = p.h.device(0x39)
         handset.messenger.send(.pairRequest(secret: code.secretHex, name: "tablet"), to: p.h.homebase,
-                               channel: .syncDelta, store: false)
+                               channel: .sibling, store: false)
         _ = await handset.inbox.first("pair.accept") { if case .pairAccept = $0 { true } else { false } }
         await eventually("the tablet among the siblings") {
             ((try? await p.status())?["siblings"] as? [[String: Any]])?.contains { $0["name"] as? String == "tablet" }

@@ -1,8 +1,8 @@
 import Foundation
 import HomebaseCore
 import HomebaseCrypto
+import HomebaseEngines
 import HomebaseNode
-import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 import Synchronization
@@ -381,7 +381,7 @@ final class Harness: Sendable {
         let code = try PairingCode.parse(
             self.daemon.pairing.createPairingCode(relayURL: "ws://127.0.0.1:1/v1", nowMs: self.clock.value))
         handset.messenger.send(.pairRequest(secret: code.secretHex, name: name), to: self.homebase,
-                               channel: .syncDelta, store: false)
+                               channel: .sibling, store: false)
         _ = await handset.inbox.first("pair.accept") { if case .pairAccept = $0 { true } else { false } }
         return handset
     }
@@ -402,7 +402,7 @@ final class Harness: Sendable {
 
     /// Sends an inference request from `device`.
     func request(_ id: String, from device: LoopbackMessenger, model: String = "qwen2.5:7b",
-                 messages: [ChatMessage] = [.user("hi")], channel: Channel = .syncDelta, hasTools: Bool = false) {
+                 messages: [ChatMessage] = [.user("hi")], channel: Channel = .sibling, hasTools: Bool = false) {
         device.send(.inferRequest(InferRequest(id: id, model: model, messages: messages, hasTools: hasTools)),
                     to: self.homebase, channel: channel, store: false)
     }

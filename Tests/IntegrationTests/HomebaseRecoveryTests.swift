@@ -44,7 +44,7 @@ struct HomebaseRecoveryTests {
             ollama = try IntegrationOllama(port: port)
             let served = await eventually(.seconds(15)) {
                 await handset.refreshAdvert()
-                return await handset.chat("Now?").answer.result.providerKind == .remote
+                return await handset.chat("Now?").answer.result.providerKind == .sibling
             }
             #expect(served, "never served remotely after Ollama started")
         } catch { Issue.record(error) }
@@ -58,7 +58,7 @@ struct HomebaseRecoveryTests {
     func relayRestart() async throws {
         try await IntegrationSystem.with { system in
             let before = await system.handset.chat("Before the restart")
-            #expect(before.answer.result.providerKind == .remote)
+            #expect(before.answer.result.providerKind == .sibling)
 
             let port = system.relay.port
             system.relay.stop()
@@ -71,7 +71,7 @@ struct HomebaseRecoveryTests {
             defer { restarted.stop() }
             let start = ContinuousClock.now
             let served = await eventually(.seconds(20)) {
-                await system.handset.chat("After the restart").answer.result.providerKind == .remote
+                await system.handset.chat("After the restart").answer.result.providerKind == .sibling
             }
             #expect(served, "never served remotely after the relay came back")
             print("served remotely again \(ContinuousClock.now - start) after the relay restarted")

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseRouter
 import HomebaseTransport
 import Testing
@@ -85,7 +86,7 @@ struct InferenceFaultTests {
             if !partial.isEmpty { #expect(events.restartReasons == ["error:host_error"]) }
             // The runtime stays usable: the next request is served remotely.
             let next = await system.handset.chat("Describe the network again")
-            #expect(next.answer.result.providerKind == .remote)
+            #expect(next.answer.result.providerKind == .sibling)
         }
     }
 
@@ -145,7 +146,7 @@ struct InferenceFaultTests {
             #expect(up, "status never showed the runtime available again")
             let served = await eventually(.seconds(10)) {
                 await system.handset.refreshAdvert()
-                return await system.handset.chat("Back again?").answer.result.providerKind == .remote
+                return await system.handset.chat("Back again?").answer.result.providerKind == .sibling
             }
             #expect(served, "no remote answer after Ollama returned")
         }

@@ -1,5 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
+import HomebaseDevice
 import HomebaseNode
 import HomebaseRouter
 import HomebaseService
@@ -119,10 +121,7 @@ final class IntegrationHomebase: Sendable {
                 nowMs: Posix.wallClockMs)
         }
         self.publicKey = try self.state.deviceKey().publicKey
-        var options = HomebaseRunner.Options { ollamaURL, readCadence in
-            OpenAIChatEngine(http: HTTPClient(), baseURL: ollamaURL + "/v1", apiKey: { "ollama" },
-                             maxTokensField: .maxTokens, readCadence: readCadence)
-        }
+        var options = HomebaseRunner.Options()
         // Short runtime re-verification so the fault tests see the monitor react within a second or two.
         options.monitor.reverifyDelay = .milliseconds(100)
         options.monitor.firstRetryDelay = .milliseconds(300)
@@ -182,7 +181,7 @@ final class IntegrationHandset: Sendable {
         try self.session.settings.setExternalSelection(ExternalSelection(tag: model, host: .own))
         let routed = await eventually(.seconds(10)) {
             if self.session.router.resolution().route == .external { return true }
-            await self.session.refreshAdvert(from: code.homebase, channel: .syncDelta, timeout: .milliseconds(300))
+            await self.session.refreshAdvert(from: code.homebase, channel: .sibling, timeout: .milliseconds(300))
             return self.session.router.resolution().route == .external
         }
         guard routed else {
@@ -200,7 +199,7 @@ final class IntegrationHandset: Sendable {
     /// Asks the paired Homebase for its advert (waits at most `timeout`).
     func refreshAdvert(timeout: Duration = .milliseconds(500)) async {
         guard let homebase = self.session.account.homebase else { return }
-        await self.session.refreshAdvert(from: homebase, channel: .syncDelta, timeout: timeout)
+        await self.session.refreshAdvert(from: homebase, channel: .sibling, timeout: timeout)
     }
 
     /// Connects and sends one `pair.request` for `code`, retrying while the Homebase is not on the relay.

@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseRouter
 import Testing
 
@@ -11,7 +12,7 @@ struct OfflineFallbackTests {
     func fallsBackOfflineQuickly() async throws {
         try await IntegrationSystem.with { system in
             let served = await system.handset.chat("What is the weather at home?")
-            #expect(served.answer.result.providerKind == .remote)
+            #expect(served.answer.result.providerKind == .sibling)
             #expect(served.answer.result.fallback == nil)
 
             await system.homebase.stop()
@@ -23,7 +24,7 @@ struct OfflineFallbackTests {
             #expect(after.answer.resolution.route == .external)
             #expect(after.answer.result.providerKind == .onDevice)
             #expect(after.answer.result.fallback?.reason == .offline)
-            #expect(after.answer.result.fallback?.from == .remote)
+            #expect(after.answer.result.fallback?.from == .sibling)
             #expect(after.answer.result.text == FloorProvider().answer(ChatRequest(messages: [.user("And now?")])).text)
             #expect(elapsed < .seconds(1), "fallback took \(elapsed)")
             let json = after.answer.json

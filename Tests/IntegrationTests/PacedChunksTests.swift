@@ -1,5 +1,6 @@
 import Foundation
 import HomebaseCore
+import HomebaseDevice
 import HomebaseRouter
 import HomebaseTransport
 import RelayService
@@ -32,7 +33,7 @@ struct PacedChunksTests {
             }
             for (prompt, answer) in answers {
                 #expect(answer.result.fallback == nil, "fell back: \(String(describing: answer.result.fallback))")
-                #expect(answer.result.providerKind == .remote)
+                #expect(answer.result.providerKind == .sibling)
                 #expect(answer.result.text == IntegrationOllama.expectedText(prompt))
             }
             let metrics = try relayMetrics(port: system.relay.port)

@@ -1,6 +1,8 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseDevice
 import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
@@ -26,7 +28,7 @@ struct RealOllamaTests {
             let advert = try #require(system.handset.session.adverts.freshAdvert(nowMs: Posix.wallClockMs))
             #expect(advert.models.map(\.tag) == ["qwen2.5:7b"])
             let answer = await system.handset.chat("Hello there").answer
-            #expect(answer.result.providerKind == .remote && answer.result.fallback == nil)
+            #expect(answer.result.providerKind == .sibling && answer.result.fallback == nil)
         }
     }
 
@@ -44,7 +46,7 @@ struct RealOllamaTests {
             let prompt = "Why is the sky blue"
             let reasoning = TextGenerator(prompt: "think:" + prompt, minTokens: 40, maxTokens: 40).tokens.joined()
             let (events, answer, _) = await system.handset.chat(prompt)
-            #expect(answer.result.providerKind == .remote)
+            #expect(answer.result.providerKind == .sibling)
             #expect(answer.result.fallback == nil)
             #expect(answer.result.reasoning == reasoning)
             #expect(answer.result.text == IntegrationOllama.expectedText(prompt))

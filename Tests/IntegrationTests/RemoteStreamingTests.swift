@@ -14,7 +14,7 @@ struct RemoteStreamingTests {
             let prompt = "Tell me about rivers and stones"
             let (events, answer, times) = await system.handset.chat(prompt)
 
-            #expect(answer.result.providerKind == .remote)
+            #expect(answer.result.providerKind == .sibling)
             #expect(answer.result.fallback == nil)
             #expect(answer.resolution.route == .external)
             #expect(answer.result.model == "qwen2.5:7b")

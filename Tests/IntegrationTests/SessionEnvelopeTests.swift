@@ -1,6 +1,8 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseDevice
 import HomebaseRouter
 import HomebaseService
 import HomebaseTransport
@@ -16,7 +18,7 @@ struct SessionEnvelopeTests {
         try await IntegrationSystem.with(tokensPerSecond: 200) { system in
             let prompt = "Tell me about rivers and stones"
             let (events, answer, _) = await system.handset.chat(prompt)
-            #expect(answer.result.providerKind == .remote && answer.result.fallback == nil)
+            #expect(answer.result.providerKind == .sibling && answer.result.fallback == nil)
             #expect(answer.result.text == IntegrationOllama.expectedText(prompt))
             #expect(events.restartReasons.isEmpty)
             #expect(answer.envelope == 2 && answer.json["envelope"] as? Int == 2)
@@ -29,7 +31,7 @@ struct SessionEnvelopeTests {
             #expect(m.dropCounts.isEmpty, "\(m.dropCounts)")
             // A second chat reuses the session: no new handshake.
             let again = await system.handset.chat("And about the sea")
-            #expect(again.answer.result.providerKind == .remote && again.answer.result.fallback == nil)
+            #expect(again.answer.result.providerKind == .sibling && again.answer.result.fallback == nil)
             #expect(m.sessionCounts.initiated == 1 && m.sessionCounts.sealed == 2)
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import HomebaseCuration
 import HubEmulatorKit
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 @Suite struct CatalogFetchTests {

@@ -6,6 +6,7 @@ import HomebaseTransport
 import HubEmulatorKit
 import Synchronization
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 @Suite struct DownloadTests {

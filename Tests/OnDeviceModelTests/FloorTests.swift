@@ -1,8 +1,10 @@
 import Foundation
 import HomebaseCore
 import HomebaseCuration
+import HomebaseEngines
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The router's on-device arm over the Hub-cache runtime: a ready model answers, everything else is the floor.

@@ -1,5 +1,6 @@
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 @Suite struct ModelsCommandLineTests {

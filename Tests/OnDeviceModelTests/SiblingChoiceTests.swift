@@ -2,8 +2,10 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
+import HomebaseEngines
 import HomebaseNode
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The choice syncs (design.md §C9): a sibling's `settings.model_choice` is applied without echo and, on a device whose
@@ -42,7 +44,7 @@ import Testing
                 devices.append(RosterPayload.Device(pk: inbound.sender.hex, name: "phone", role: "handset", addedAt: 2))
                 let payload = SignedPayloadJSON.encode(RosterPayload(account: account.publicKey, version: 2, devices: devices))
                 let roster = SignedBlob(payload: payload, signature: account.sign(payload, context: SignatureContext.roster))
-                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .syncDelta, store: true)
+                hb.send(.pairAccept(roster: roster), to: inbound.sender, channel: .sibling, store: true)
             }
         }
         defer { fake.cancel() }
@@ -55,7 +57,7 @@ import Testing
         try session.settings.setModelSource(.community)
         try session.settings.setDeviceModel(.hub("mlx-community/Llama-3.2-3B-Instruct-4bit"))
         let choice = ModelChoice(modelID: curatedVision, vision: true, origin: homebase.publicKey.hex)
-        hb.send(.modelChoice(choice), to: identity.publicKey, channel: .syncDelta, store: true)
+        hb.send(.modelChoice(choice), to: identity.publicKey, channel: .sibling, store: true)
 
         let deadline = ContinuousClock.now + .seconds(20)
         while session.models.state(curatedVision) != .ready && ContinuousClock.now < deadline {
@@ -68,7 +70,7 @@ import Testing
         #expect(answer.model == curatedVision)
         #expect(answer.fallback == nil)
         // The same choice again: already ready, no second download.
-        hb.send(.modelChoice(choice), to: identity.publicKey, channel: .syncDelta, store: true)
+        hb.send(.modelChoice(choice), to: identity.publicKey, channel: .sibling, store: true)
         try await Task.sleep(for: .milliseconds(200))
         #expect(session.siblingDownloads.count == 1)
     }

@@ -3,6 +3,7 @@ import HomebaseCore
 import HomebaseCuration
 import HomebaseTransport
 import HubEmulatorKit
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// The fixture list, a Hub emulator on a free port, and a store over a fresh Hub cache.

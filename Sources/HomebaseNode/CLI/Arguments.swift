@@ -1,4 +1,5 @@
 import Foundation
+import HomebaseCore
 
 /// A small command-line parser for the executables: positional words, `--flag`, `--option VALUE`
 /// (or `--option=VALUE`). Unknown options are errors, so a typo never silently changes behaviour.
@@ -99,6 +100,13 @@ public enum CLI {
             Self.printError(tool, "\(error)")
             exit(1)
         }
+    }
+
+    /// A ws:// or wss:// relay URL (`--relay`, shared by `homebase` and the devices).
+    public static func relayURL(_ text: String?) throws(UsageError) -> String {
+        guard let text else { throw UsageError("init needs --relay URL") }
+        guard text.hasPrefix("ws://") || text.hasPrefix("wss://"), RelayURL(text) != nil else { throw UsageError("'\(text)' is not a ws:// or wss:// URL") }
+        return text
     }
 
     /// Prints a JSON value (sorted keys, one object) on stdout.

@@ -1,7 +1,7 @@
 import HomebaseCore
 import Testing
 
-@testable import HomebaseRouter
+@testable import HomebaseEngines
 
 /// The assembler reads most events through the SSE parser's fast lane and the decoder's in-place entry; the
 /// outcome must be what the parser and `decode` alone give, read by read.

@@ -53,7 +53,7 @@ public struct AnthropicChatEngine: ChatEngine {
     }
 
     /// The API's required headers; no `x-api-key` when `key` is nil (the API then answers 401).
-    static func headers(key: String?) -> [(String, String)] {
+    package static func headers(key: String?) -> [(String, String)] {
         var headers = [("anthropic-version", Self.apiVersion), ("content-type", "application/json")]
         if let key { headers.insert(("x-api-key", key), at: 0) }
         return headers

@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// What became of one contact-channel message offered to `GuestMemberships.handle(_:)`.
 public enum GuestInboundOutcome: Equatable, Sendable {
@@ -100,7 +101,7 @@ public struct GuestMemberships: Sendable {
             else { return .dropped }
             record.state = .joined
             if case .only(let tags) = grant.models {
-                record.models = tags.map { AdvertisedModel(tag: $0) }
+                record.models = tags.map { AdvertPayload.Model.tagOnly($0) }
             }
             record.lastHeardMs = max(record.lastHeardMs, now)
             do {

@@ -1,17 +1,18 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 
-/// Shape two of design.md §R4: this account's Homebase over the sealed sibling channel (`sync_delta`).
+/// The sibling shape of design.md §R4: this account's own Homebase over the sealed sibling channel (`sync_delta`).
 ///
 /// Every request goes whole (siblings have no conversation cache). Any failure — a watchdog, an
 /// `infer.error`, a refused receipt, a lost relay — and any request with tools is answered by the
 /// on-device fallback; see `RelayInferenceClient`. It never fails.
-public struct RemoteInferenceProvider: LLMProvider {
+public struct SiblingInferenceProvider: LLMProvider {
     public let client: RelayInferenceClient
 
-    /// - Precondition: `client.channel` is `.syncDelta`.
+    /// - Precondition: `client.channel` is `.sibling`.
     public init(client: RelayInferenceClient) {
-        precondition(client.channel == .syncDelta, "RemoteInferenceProvider runs on the sibling channel")
+        precondition(client.channel == .sibling, "SiblingInferenceProvider runs on the sibling channel")
         self.client = client
     }
 
@@ -19,11 +20,11 @@ public struct RemoteInferenceProvider: LLMProvider {
                 watchdogs: InferenceClientStateMachine.Watchdogs = .init(),
                 clock: MonotonicClock, logger: Logger = .discard()) {
         self.init(client: RelayInferenceClient(
-            messenger: messenger, responses: responses, host: host, channel: .syncDelta, model: model,
+            messenger: messenger, responses: responses, host: host, channel: .sibling, model: model,
             watchdogs: watchdogs, clock: clock, logger: logger))
     }
 
-    public var kind: ProviderKind { .remote }
+    public var kind: ProviderKind { .sibling }
 
     public func complete(_ request: ChatRequest) async throws(ProviderError) -> ChatResult {
         try await self.client.complete(request, plan: .whole(request.messages))

@@ -268,6 +268,7 @@ public enum ModelsConsole {
     }
 }
 
+import HomebaseRouter
 import Synchronization
 import HomebaseTransport
 #if canImport(Glibc)

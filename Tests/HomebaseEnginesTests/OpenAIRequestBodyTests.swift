@@ -3,7 +3,7 @@ import HomebaseCore
 import HomebaseTransport
 import Testing
 
-@testable import HomebaseRouter
+@testable import HomebaseEngines
 
 /// The Chat Completions request body, written with `JSONNode`: the same JSON JSONSerialization wrote.
 @Suite struct OpenAIRequestBodyTests {

@@ -1,6 +1,7 @@
 import HomebaseCore
 import HomebaseCuration
 import HomebaseNode
+import HomebaseRouter
 
 /// `handset chat`'s options.
 public struct ChatInvocation: Sendable, Equatable {

@@ -32,7 +32,7 @@ extension ChatStreamDecoder {
 /// Cancellation: the pulled stream's producer is one task; ending or dropping the stream cancels it, and
 /// cancelling the task aborts the curl transfer at once (HTTPClient's contract), so the server sees the
 /// connection close within milliseconds. The pushed path (`push`) aborts through its handle the same way.
-enum HTTPChatTransport {
+package enum HTTPChatTransport {
     /// Largest error body read to find the backend's message; the rest is not needed.
     static let maxErrorBodyBytes = 64 * 1024
 
@@ -99,7 +99,7 @@ enum HTTPChatTransport {
     }
 
     /// Reads a whole (small) body for a non-streamed call; status is the caller's business.
-    static func send(http: HTTPClient, request: HTTPRequest) async throws(ChatEngineError) -> HTTPResponse {
+    package static func send(http: HTTPClient, request: HTTPRequest) async throws(ChatEngineError) -> HTTPResponse {
         do {
             return try await http.send(request)
         } catch {
@@ -131,7 +131,7 @@ enum HTTPChatTransport {
 
     /// The backend's own words for an error status: OpenAI/Anthropic `{"error":{"message":…}}`, Ollama
     /// native `{"error":"…"}`, else the start of the body, else `HTTP <status>`.
-    static func errorMessage(_ bytes: [UInt8], status: Int) -> String {
+    package static func errorMessage(_ bytes: [UInt8], status: Int) -> String {
         if let object = JSONText.object(bytes), let message = JSONText.errorMessage(object["error"]) {
             return message
         }
@@ -381,8 +381,8 @@ private final class PushedChatStream<D: ChatStreamDecoder>: HTTPStreamHandler, @
 
 /// Small JSON helpers over JSONSerialization: the engines read loosely typed chunks and must reject wrong
 /// types without trapping.
-enum JSONText {
-    static func object(_ bytes: [UInt8]) -> [String: Any]? {
+package enum JSONText {
+    package static func object(_ bytes: [UInt8]) -> [String: Any]? {
         guard !bytes.isEmpty else { return nil }
         return (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
     }
@@ -397,7 +397,7 @@ enum JSONText {
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func bytes(_ value: [String: Any]) -> [UInt8] {
+    package static func bytes(_ value: [String: Any]) -> [UInt8] {
         Array((self.serialize(value) ?? "{}").utf8)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseNode
+import HomebaseRouter
 import Synchronization
 
 /// Why pairing did not complete; each description is one line a person can act on.
@@ -136,7 +137,7 @@ public final class HandsetAccount: Sendable {
         guard code.homebase.acceptsSealedMessages else { throw .mistypedKey }
         guard messenger.isConnected else { throw .notConnected }
         let outcome = await messenger.sendAndWait(.pairRequest(secret: code.secretHex, name: name),
-                                                  to: code.homebase, channel: .syncDelta, store: false)
+                                                  to: code.homebase, channel: .sibling, store: false)
         if outcome.isFailure { throw .homebaseOffline }
         let result = await self.awaitAnswer(timeout: timeout)
         return try result.get()
@@ -206,7 +207,7 @@ public final class HandsetAccount: Sendable {
     /// - Returns: whether the message was one of those (handled or dropped).
     @discardableResult
     public func handle(_ inbound: InboundMessage) -> Bool {
-        guard inbound.channel == .syncDelta else { return false }
+        guard inbound.channel == .sibling else { return false }
         switch inbound.message {
         case .pairAccept(let blob):
             // Only from the Homebase we asked (Protocol/messages.md §4); anything else is dropped.

@@ -1,5 +1,7 @@
 import HomebaseCore
 import HomebaseCuration
+import HomebaseEngines
+import HomebaseRouter
 
 /// The stand-in for the MLX runtime (design.md §D, "stand-ins"): it answers as the downloaded model only when the
 /// floor rules say that model is ready and its weights load from the Hub cache; otherwise it fails, and the

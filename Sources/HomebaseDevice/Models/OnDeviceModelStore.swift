@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseCuration
+import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 
@@ -62,7 +63,7 @@ public struct LoadedModel: Sendable, Equatable {
     public var weightBytes: Int64
 }
 
-/// The lifecycle layer between the catalog and the router (`OnDeviceModelStore` in the seed, §7–§8): the
+/// The lifecycle layer between the catalog and the router (design.md §C8, §C10): the
 /// catalog with its seven-day cache, every model's `DownloadState`, downloads into the Hub cache, the persisted
 /// ready markers, custom repos, delete, and the resolution the floor rules make of the stored choice.
 ///

@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// One subcommand's help, as data: the usage line and one sentence.
 public struct CommandHelp: Sendable, Equatable {
@@ -58,11 +59,7 @@ public enum DeviceCommandLine {
     }
 
     /// A ws:// or wss:// relay URL.
-    public static func relayURL(_ text: String?) throws(UsageError) -> String {
-        guard let text else { throw UsageError("init needs --relay URL") }
-        guard text.hasPrefix("ws://") || text.hasPrefix("wss://"), RelayURL(text) != nil else { throw UsageError("'\(text)' is not a ws:// or wss:// URL") }
-        return text
-    }
+    public static func relayURL(_ text: String?) throws(UsageError) -> String { try CLI.relayURL(text) }
 
     /// An http:// or https:// base URL.
     public static func httpURL(_ text: String) throws(UsageError) -> String {

@@ -1,7 +1,7 @@
 import HomebaseCore
 import Testing
 
-@testable import HomebaseRouter
+@testable import HomebaseEngines
 
 /// The Messages API event decoder on hand-written events (reference/model-apis.md §5).
 @Suite struct AnthropicStreamDecoderTests {

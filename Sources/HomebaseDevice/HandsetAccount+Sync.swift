@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// What the handset does with its siblings' sync_delta traffic (Protocol/messages.md §3, §4): the Homebase's
 /// adverts and the synced model choice.
@@ -38,7 +39,7 @@ extension HandsetAccount {
         var reached = 0
         for sibling in self.siblings {
             let outcome = await messenger.sendAndWait(.modelChoice(outbound.choice), to: sibling,
-                                                      channel: .syncDelta, store: true)
+                                                      channel: .sibling, store: true)
             if !outcome.isFailure { reached += 1 }
         }
         return reached

@@ -4,7 +4,7 @@ import OllamaEmulatorKit
 import Synchronization
 import Testing
 
-@testable import HomebaseRouter
+@testable import HomebaseEngines
 
 /// Collects what `ChatEngine.start` pushes: the batches, then the end, awaitable.
 final class CollectingSink: ChatEventSink {

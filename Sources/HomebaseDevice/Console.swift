@@ -1,4 +1,6 @@
 import Foundation
+import HomebaseEngines
+import HomebaseRouter
 import Synchronization
 import HomebaseCore
 import HomebaseNode

@@ -3,6 +3,7 @@ import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
 import HomebaseNode
+import HomebaseRouter
 import HomebaseStore
 import HomebaseTransport
 import Synchronization
@@ -236,7 +237,7 @@ public final class DeviceSession: Sendable {
     func dispatch(_ inbound: InboundMessage) {
         var stored = false
         switch inbound.channel {
-        case .syncDelta:
+        case .sibling:
             if !self.account.handle(inbound) {
                 switch inbound.message {
                 case .advert(let blob):

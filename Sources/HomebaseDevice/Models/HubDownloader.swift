@@ -2,11 +2,11 @@ import Foundation
 import HomebaseCore
 import HomebaseCrypto
 import HomebaseCuration
+import HomebaseStore
 import HomebaseTransport
 import Synchronization
 
 #if canImport(Glibc)
-import CLinux
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -131,8 +131,8 @@ public struct HubDownloader: Sendable {
             }
             throw .checksumMismatch(path: file.path, expected: file.etag, actual: actual)
         }
-        guard rename(partial, blob) == 0 else { throw .disk("rename: \(Self.errnoText())") }
-        try Self.syncDirectory(Self.parent(of: blob))  // the rename itself survives a crash
+        // The rename itself survives a crash.
+        do { try DurableFile.rename(partial, to: blob) } catch { throw Self.disk(error) }
     }
 
     /// Waits for the transfer, reporting progress every 100 ms and polling `shouldCancel`; task cancellation
@@ -167,7 +167,7 @@ public struct HubDownloader: Sendable {
     /// Links the snapshot's path to the blob; returns the link's directory.
     func link(_ id: String, commit: String, file: HubFile) throws(HubError) -> String {
         let path = self.layout.snapshotFile(id, commit: commit, path: file.path)
-        let directory = Self.parent(of: path)
+        let directory = DurableFile.directory(of: path)
         try Self.makeDirectories([directory])
         unlink(path)
         guard symlink(HubCacheLayout.symlinkTarget(path: file.path, etag: file.etag), path) == 0 else {
@@ -176,16 +176,9 @@ public struct HubDownloader: Sendable {
         return directory
     }
 
-    static func parent(of path: String) -> String {
-        path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-    }
-
     /// `fsync` of a directory: makes the names created or renamed in it durable.
     static func syncDirectory(_ path: String) throws(HubError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY)
-        guard fd >= 0 else { throw .disk("open \(path): \(Self.errnoText())") }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .disk("fsync \(path): \(Self.errnoText())") }
+        do { try DurableFile.syncDirectory(path) } catch { throw Self.disk(error) }
     }
 
     static func makeDirectories(_ paths: [String]) throws(HubError) {
@@ -208,29 +201,13 @@ public struct HubDownloader: Sendable {
     }
 
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws(HubError) {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw .disk("open \(temporary): \(Self.errnoText())") }
-        let ok = bytes.withUnsafeBytes { Self.writeAll(fd, $0) } && fsync(fd) == 0
-        close(fd)
-        guard ok, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw .disk("write \(path): \(Self.errnoText())")
-        }
-        try Self.syncDirectory(Self.parent(of: path))
+        do { try DurableFile.write(bytes, to: path) } catch { throw Self.disk(error) }
     }
 
-    static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
-        var offset = 0
-        while offset < raw.count {
-            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if n < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += n
-        }
-        return true
+    /// A durable-file failure as a `HubError.disk` line.
+    static func disk(_ error: StoreError) -> HubError {
+        guard case .file(let operation, let path, let code) = error else { return .disk("\(error)") }
+        return .disk("\(operation) \(path): \(Self.errnoText(code))")
     }
 
     static func fileSize(_ path: String) -> Int64? {
@@ -476,7 +453,7 @@ final class BlobWriter: @unchecked Sendable {
         defer { self.giveBack(slot) }
         guard self.failure == nil else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: slot.buffer[0..<count])
-        guard HubDownloader.writeAll(self.fd, bytes) else {
+        guard DurableFile.writeAll(self.fd, bytes) else {
             self.failure = .disk("write: \(HubDownloader.errnoText())")
             self.failed.store(true, ordering: .relaxed)
             return
@@ -492,10 +469,7 @@ final class BlobWriter: @unchecked Sendable {
     /// reports any error), so a failure here is ignored.
     private func startWriteback() {
         guard self.fileBytes - self.writebackFrom >= Self.writebackStride else { return }
-        #if os(Linux)
-        _ = sync_file_range(self.fd, __off64_t(self.writebackFrom), __off64_t(self.fileBytes - self.writebackFrom),
-                            clinux_sync_file_range_write)
-        #endif
+        Posix.startWriteback(self.fd, offset: self.writebackFrom, count: self.fileBytes - self.writebackFrom)
         self.writebackFrom = self.fileBytes
     }
 }

@@ -1,7 +1,7 @@
 import HomebaseCore
 import Testing
 
-@testable import HomebaseRouter
+@testable import HomebaseEngines
 
 /// The Chat Completions chunk decoder on hand-written events (reference/model-apis.md §2, §4).
 @Suite struct OpenAIStreamDecoderTests {

@@ -1,18 +1,19 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import Testing
 @testable import HomebaseRouter
 
 /// The sibling-channel provider against a scripted host over the in-memory relay, with a 150 ms ladder.
-@Suite(.timeLimit(.minutes(1))) struct RemoteInferenceProviderTests {
+@Suite(.timeLimit(.minutes(1))) struct SiblingInferenceProviderTests {
     static let slack: UInt64 = 1_000
 
     @Test func servedRemotelyIsWholeAndFromTheRemote() async throws {
         let rig = RelayRig { r, _ in ScriptedHost.serve(r, ["Bring ", "flowers."]) }
         defer { rig.stop() }
-        let (result, _) = try await timedComplete(rig.remote())
+        let (result, _) = try await timedComplete(rig.sibling())
         #expect(result.text == "Bring flowers.")
-        #expect(result.providerKind == .remote)
+        #expect(result.providerKind == .sibling)
         #expect(result.model == "qwen2.5:7b")
         #expect(result.fallback == nil)
         #expect(result.usage == Usage(promptTokens: 3, completionTokens: 2))
@@ -25,7 +26,7 @@ import Testing
     @Test func eachRequestGetsAFreshUUID() async throws {
         let rig = RelayRig { r, _ in ScriptedHost.serve(r, ["ok"]) }
         defer { rig.stop() }
-        let provider = rig.remote()
+        let provider = rig.sibling()
         _ = try await provider.complete(Fixture.request)
         _ = try await provider.complete(Fixture.request)
         let ids = rig.host.requests.map(\.id)
@@ -37,9 +38,9 @@ import Testing
     @Test func acceptTimeoutWhenTheHostNeverAnswers() async throws {
         let rig = RelayRig { _, _ in [] }
         defer { rig.stop() }
-        let (result, elapsed) = try await timedComplete(rig.remote())
+        let (result, elapsed) = try await timedComplete(rig.sibling())
         #expect(result.fallbackReason == "accept_timeout")
-        #expect(result.fallback?.from == .remote)
+        #expect(result.fallback?.from == .sibling)
         #expect(result.providerKind == .onDevice)
         #expect(result.text == "fallback answer")
         #expect(elapsed >= RelayRig.ladder.acceptMs && elapsed < RelayRig.ladder.acceptMs + Self.slack)
@@ -49,7 +50,7 @@ import Testing
     @Test func acceptJustInsideTheWatchdogIsServed() async throws {
         let rig = RelayRig { r, _ in [.sleep(ms: 40)] + ScriptedHost.serve(r, ["late but fine"]) }
         defer { rig.stop() }
-        let result = try await rig.remote().complete(Fixture.request)
+        let result = try await rig.sibling().complete(Fixture.request)
         #expect(result.fallback == nil)
         #expect(result.text == "late but fine")
     }
@@ -57,7 +58,7 @@ import Testing
     @Test func firstOutputTimeoutAfterAcceptThenNothing() async throws {
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r)] }
         defer { rig.stop() }
-        let (result, elapsed) = try await timedComplete(rig.remote())
+        let (result, elapsed) = try await timedComplete(rig.sibling())
         #expect(result.fallbackReason == "first_output_timeout")
         #expect(elapsed >= RelayRig.ladder.firstOutputMs && elapsed < RelayRig.ladder.firstOutputMs + Self.slack)
         #expect(await eventually { rig.host.cancels.count == 1 })
@@ -69,7 +70,7 @@ import Testing
             [ScriptedHost.accept(r), ScriptedHost.chunk(r, 0, "a"), .sleep(ms: 40), ScriptedHost.chunk(r, 1, "b")]
         }
         defer { rig.stop() }
-        let (result, elapsed) = try await timedComplete(rig.remote())
+        let (result, elapsed) = try await timedComplete(rig.sibling())
         #expect(result.fallbackReason == "stall")
         #expect(result.text == "fallback answer")
         #expect(elapsed >= 40 + RelayRig.ladder.stallMs)
@@ -81,7 +82,7 @@ import Testing
         defer { rig.stop() }
         rig.hub.disconnect(RelayRig.hostKey)
         let ladder = InferenceClientStateMachine.Watchdogs(acceptMs: 5_000, firstOutputMs: 5_000, stallMs: 5_000)
-        let (result, elapsed) = try await timedComplete(rig.remote(ladder: ladder))
+        let (result, elapsed) = try await timedComplete(rig.sibling(ladder: ladder))
         #expect(result.fallbackReason == "offline")
         #expect(elapsed < 500)
         #expect(rig.host.requests.isEmpty)
@@ -90,7 +91,7 @@ import Testing
     @Test func inferErrorFallsBackWithItsCodeAndNoCancel() async throws {
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r), ScriptedHost.error(r, .busy)] }
         defer { rig.stop() }
-        let result = try await rig.remote().complete(Fixture.request)
+        let result = try await rig.sibling().complete(Fixture.request)
         #expect(result.fallbackReason == "error:busy")
         #expect(!rig.clientSent.contains(MessageType.inferCancel))
     }
@@ -101,7 +102,7 @@ import Testing
              ScriptedHost.done(r, chunks: 3)]
         }
         defer { rig.stop() }
-        let result = try await rig.remote().complete(Fixture.request)
+        let result = try await rig.sibling().complete(Fixture.request)
         #expect(result.fallbackReason == "seq_gap")
         #expect(result.text == "fallback answer")
         #expect(await eventually { rig.host.cancels.count == 1 })
@@ -112,7 +113,7 @@ import Testing
             [ScriptedHost.accept(r), ScriptedHost.chunk(r, 0, "a"), ScriptedHost.done(r, chunks: 3)]
         }
         defer { rig.stop() }
-        let result = try await rig.remote().complete(Fixture.request)
+        let result = try await rig.sibling().complete(Fixture.request)
         #expect(result.fallbackReason == "count_mismatch")
     }
 
@@ -120,7 +121,7 @@ import Testing
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r), ScriptedHost.chunk(r, 0, "a"), .disconnectClient] }
         defer { rig.stop() }
         let ladder = InferenceClientStateMachine.Watchdogs(acceptMs: 5_000, firstOutputMs: 5_000, stallMs: 5_000)
-        let (result, elapsed) = try await timedComplete(rig.remote(ladder: ladder))
+        let (result, elapsed) = try await timedComplete(rig.sibling(ladder: ladder))
         #expect(result.fallbackReason == "relay_gone")
         #expect(elapsed < 1_000)
     }
@@ -129,9 +130,9 @@ import Testing
         let rig = RelayRig { r, _ in ScriptedHost.serve(r, ["remote"]) }
         defer { rig.stop() }
         let request = ChatRequest(messages: [.user("list my files")], tools: [RawJSON(#"{"type":"function"}"#)])
-        let result = try await rig.remote().complete(request)
+        let result = try await rig.sibling().complete(request)
         #expect(result.fallbackReason == "tools")
-        #expect(result.fallback?.from == .remote)
+        #expect(result.fallback?.from == .sibling)
         #expect(result.text == "fallback answer")
         #expect(rig.hub.sent.isEmpty)
     }
@@ -139,31 +140,31 @@ import Testing
     @Test func streamingEmitsChunksAsTheyArrive() async throws {
         let rig = RelayRig { r, _ in ScriptedHost.serve(r, ["one ", "two"]) }
         defer { rig.stop() }
-        let events = await collect(rig.remote().stream(Fixture.request))
+        let events = await collect(rig.sibling().stream(Fixture.request))
         #expect(events.count == 3)
         #expect(events.prefix(2) == [.text("one "), .text("two")])
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(result.text == "one two")
-        #expect(result.providerKind == .remote)
+        #expect(result.providerKind == .sibling)
     }
 
     @Test func streamingFailureAfterPartialOutputRestartsWithTheWholeFallback() async throws {
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r), ScriptedHost.chunk(r, 0, "half an ")] }
         defer { rig.stop() }
-        let events = await collect(rig.remote().stream(Fixture.request))
+        let events = await collect(rig.sibling().stream(Fixture.request))
         let stall = FallbackReason(rawValue: "stall")
         #expect(Array(events.prefix(4)) == [.text("half an "), .restart(stall), .text("fallback "), .text("answer")])
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(events.count == 5)
         #expect(result.text == "fallback answer")
         #expect(result.providerKind == .onDevice)
-        #expect(result.fallback == Fallback(from: .remote, reason: stall))
+        #expect(result.fallback == Fallback(from: .sibling, reason: stall))
     }
 
     @Test func streamingFailureBeforeOutputHasNoRestart() async throws {
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r), ScriptedHost.error(r, .hostError)] }
         defer { rig.stop() }
-        let events = await collect(rig.remote().stream(Fixture.request))
+        let events = await collect(rig.sibling().stream(Fixture.request))
         #expect(!events.contains { if case .restart = $0 { true } else { false } })
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(result.fallbackReason == "error:host_error")
@@ -178,7 +179,7 @@ import Testing
             [ScriptedHost.accept(r), .sleep(ms: 600)] + Array(ScriptedHost.serve(r, ["too late"]).dropFirst())
         }
         defer { rig.stop() }
-        let events = await collect(rig.remote(ladder: ladder).stream(Fixture.request))
+        let events = await collect(rig.sibling(ladder: ladder).stream(Fixture.request))
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(result.fallbackReason == "first_output_timeout")
         #expect(await eventually { rig.host.finishedScripts == 1 })
@@ -196,13 +197,13 @@ import Testing
             for await inbound in silent.inbound {
                 guard case .inferRequest(let r) = inbound.message else { continue }
                 for case .send(let message) in ScriptedHost.serve(r, ["forged"]) {
-                    rig.host.messenger.send(message, to: RelayRig.clientKey, channel: .syncDelta, store: false)
+                    rig.host.messenger.send(message, to: RelayRig.clientKey, channel: .sibling, store: false)
                 }
                 return
             }
         }
         defer { forger.cancel() }
-        let result = try await rig.remote(host: target).complete(Fixture.request)
+        let result = try await rig.sibling(host: target).complete(Fixture.request)
         #expect(result.fallbackReason == "accept_timeout")
         #expect(result.text == "fallback answer")
         #expect(rig.responses.droppedFrames == 3)

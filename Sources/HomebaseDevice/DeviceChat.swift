@@ -1,6 +1,8 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseRouter
 
 /// One answered chat call and the route that was resolved for it.
 public struct ChatAnswer: Sendable {
@@ -141,7 +143,7 @@ extension DeviceSession {
         }
         var answer = ChatAnswer(resolution: resolution, result: final ?? FloorProvider().answer(request),
                                 firstTextMs: firstText, totalMs: elapsedMs())
-        if answer.result.fallback == nil, [.remote, .crossAccount].contains(answer.result.providerKind) {
+        if answer.result.fallback == nil, [.sibling, .crossAccount].contains(answer.result.providerKind) {
             switch resolution.shape {
             case .sibling(let advert, _): answer.envelope = Int(self.messenger.envelopeVersion(for: advert.host))
             case .crossAccount(let joined, _): answer.envelope = Int(self.messenger.envelopeVersion(for: joined.host))

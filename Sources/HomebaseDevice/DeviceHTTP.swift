@@ -1,5 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
+import HomebaseRouter
 import HomebaseTransport
 
 /// The HTTP side of a device, injected into `DeviceSession`: the providers the router builds for Ollama,
