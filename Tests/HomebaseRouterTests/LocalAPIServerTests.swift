@@ -302,6 +302,8 @@ struct IntegrationError: Error, CustomStringConvertible {
         #expect(try await get("/api/version").contains(#""version":"#))
         let show = try await x(port, RawHTTP.post("/api/show", #"{"model":"floor"}"#))
         #expect(show.hasPrefix("HTTP/1.1 200") && show.contains(#""capabilities""#))
+        let warm = try await x(port, RawHTTP.post("/api/chat", #"{"model":"qwen2.5:7b"}"#))
+        #expect(warm.hasPrefix("HTTP/1.1 200") && warm.contains(#""done_reason":"load","done":true"#))
         let missing = try await x(port, RawHTTP.post("/api/show", #"{"model":"nope"}"#))
         #expect(missing.hasPrefix("HTTP/1.1 404") && missing.contains(#"{"error":"model 'nope' not found"}"#))
     }
