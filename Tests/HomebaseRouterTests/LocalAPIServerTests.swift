@@ -286,6 +286,31 @@ struct IntegrationError: Error, CustomStringConvertible {
         #expect(rest.contains("t59 ") && rest.contains("data: [DONE]"))
     }
 
+    /// Several apps at once: each its own stream, each whole, none waiting for another.
+    @Test func severalAppsStreamAtOnce() async throws {
+        let (server, port) = try self.server(FakeServeBackend(FallbackProvider(
+            primary: DrippingProvider(count: 20, everyMs: 10), fallback: FloorProvider())))
+        defer { server.stop() }
+        let started = ContinuousClock.now
+        let answers = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<6 {
+                group.addTask {
+                    let path = i % 2 == 0 ? "/v1/chat/completions" : "/api/chat"
+                    return try await self.x(port, RawHTTP.post(path, Self.hi))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.count == 6)
+        for answer in answers {
+            #expect(answer.hasPrefix("HTTP/1.1 200"))
+            #expect(answer.contains("t0 ") && answer.contains("t19 "))
+            #expect(answer.contains("data: [DONE]") || answer.contains(#""done":true"#))
+        }
+        // Six 200 ms answers side by side, not one after another.
+        #expect(ContinuousClock.now - started < .milliseconds(1_100))
+    }
+
     @Test func modelsAndOllamaListings() async throws {
         let (server, port) = try self.server(FakeServeBackend(FloorProvider()))
         defer { server.stop() }
