@@ -364,10 +364,8 @@ public enum LocalAPIRequestDecoder {
         }
     }
 
-    /// A hostile value quoted back in an error, cut to 40 characters.
-    static func clip(_ text: String) -> String {
-        text.count <= 40 ? text : String(text.prefix(40)) + "…"
-    }
+    /// A hostile value quoted back in an error, cut to 40 bytes of UTF-8.
+    static func clip(_ text: String) -> String { LocalAPIGate.clip(text, maxBytes: 40) }
 }
 
 extension String {
