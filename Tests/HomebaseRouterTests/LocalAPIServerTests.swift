@@ -1,8 +1,10 @@
 import Foundation
 import HomebaseCore
+import HomebaseEngines
 import HomebaseTransport
 import Synchronization
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 #if canImport(Glibc)
@@ -42,7 +44,7 @@ final class FakeServeBackend: LocalAPIBackend {
 
 /// Streams `count` texts `everyMs` apart; records when its consumer went away.
 struct DrippingProvider: LLMProvider {
-    let kind = ProviderKind.remote
+    let kind = ProviderKind.sibling
     var count = 1_000
     var everyMs = 20
     let cancelled = Box<ContinuousClock.Instant?>(nil)
@@ -59,7 +61,7 @@ struct DrippingProvider: LLMProvider {
                     continuation.yield(.text("t\(i) "))
                     do { try await Task.sleep(for: .milliseconds(everyMs)) } catch { return }
                 }
-                continuation.yield(.done(ChatResult(text: "dripped", providerKind: .remote, model: "qwen2.5:7b")))
+                continuation.yield(.done(ChatResult(text: "dripped", providerKind: .sibling, model: "qwen2.5:7b")))
                 continuation.finish()
             }
             continuation.onTermination = { reason in
@@ -72,7 +74,7 @@ struct DrippingProvider: LLMProvider {
 
 /// Holds each stream until `expected` streams run at once (or 10 s pass), then answers; records how many met.
 struct GatheringProvider: LLMProvider {
-    let kind = ProviderKind.remote
+    let kind = ProviderKind.sibling
     let expected: Int
     let running = Box(0)
     let gathered = Box(0)
@@ -90,7 +92,7 @@ struct GatheringProvider: LLMProvider {
                 }
                 gathered.set(running.get)
                 continuation.yield(.text("all \(running.get) here"))
-                continuation.yield(.done(ChatResult(text: "all here", providerKind: .remote, model: "qwen2.5:7b")))
+                continuation.yield(.done(ChatResult(text: "all here", providerKind: .sibling, model: "qwen2.5:7b")))
                 continuation.finish()
             }
         }
@@ -194,7 +196,7 @@ struct IntegrationError: Error, CustomStringConvertible {
 
     @Test func streamedAnswerWithRouteHeadersAndTheHomebaseObject() async throws {
         let (server, port) = try self.server(FakeServeBackend(FallbackProvider(
-            primary: FakeProvider(kind: .remote, model: "qwen2.5:7b", chunks: ["hel", "lo"]), fallback: FloorProvider())))
+            primary: FakeProvider(kind: .sibling, model: "qwen2.5:7b", chunks: ["hel", "lo"]), fallback: FloorProvider())))
         defer { server.stop() }
         let response = try await x(port, RawHTTP.post("/v1/chat/completions", Self.hi))
         #expect(response.hasPrefix("HTTP/1.1 200"))
@@ -209,7 +211,7 @@ struct IntegrationError: Error, CustomStringConvertible {
 
     /// The primary fails before any output: the head names the fallback that answers, not the primary.
     @Test func fallbackBeforeOutputNamesTheAnsweringProviderInTheHead() async throws {
-        let failing = FakeProvider(kind: .remote, model: "qwen2.5:7b", failure: ProviderError(.offline), chunks: [])
+        let failing = FakeProvider(kind: .sibling, model: "qwen2.5:7b", failure: ProviderError(.offline), chunks: [])
         let (server, port) = try self.server(FakeServeBackend(FallbackProvider(primary: failing, fallback: FloorProvider())))
         defer { server.stop() }
         let response = try await x(port, RawHTTP.post("/v1/chat/completions", Self.hi))
@@ -252,7 +254,7 @@ struct IntegrationError: Error, CustomStringConvertible {
         let rig = RelayRig { r, _ in [ScriptedHost.accept(r), ScriptedHost.chunk(r, 0, "half "), ScriptedHost.chunk(r, 1, "way ")] }
         defer { rig.stop() }
         let long = InferenceClientStateMachine.Watchdogs(acceptMs: 10_000, firstOutputMs: 10_000, stallMs: 10_000)
-        let (server, port) = try self.server(FakeServeBackend(rig.remote(ladder: long)))
+        let (server, port) = try self.server(FakeServeBackend(rig.sibling(ladder: long)))
         defer { server.stop() }
         let app = try RawHTTP(port: port)
         app.send(RawHTTP.post("/api/chat", #"{"model":"qwen2.5:7b","messages":[{"role":"user","content":"hi"}]}"#))
@@ -402,7 +404,7 @@ struct IntegrationError: Error, CustomStringConvertible {
     }
 
     let external = RouteResolution(route: .external, model: "qwen2.5:7b")
-    let remote = FallbackProvider(primary: FakeProvider(kind: .remote, model: "m"), fallback: FloorProvider())
+    let remote = FallbackProvider(primary: FakeProvider(kind: .sibling, model: "m"), fallback: FloorProvider())
 
     @Test func headWaitsForTheFirstOutput() {
         var r = self.responder()
@@ -418,7 +420,7 @@ struct IntegrationError: Error, CustomStringConvertible {
 
     @Test func aRoutedFallbackSendsTheHeadAtOnce() {
         var r = self.responder()
-        let routed = RoutedFallbackProvider(base: FloorProvider(), annotation: Fallback(from: .remote, reason: .staleAdvert))
+        let routed = RoutedFallbackProvider(base: FloorProvider(), annotation: Fallback(from: .sibling, reason: .staleAdvert))
         let out = r.start(self.external, provider: routed)
         #expect(self.header(out, "X-Homebase-Provider") == "on-device")
         #expect(self.header(out, "X-Homebase-Fallback") == "stale_advert")
@@ -431,9 +433,9 @@ struct IntegrationError: Error, CustomStringConvertible {
         _ = r.event(.text("half"))
         let restart = r.event(.restart(.stall))
         #expect(restart.count == 1)
-        #expect(r.event(.fallingBack(Fallback(from: .remote, reason: .stall), provider: .onDevice)).isEmpty)
+        #expect(r.event(.fallingBack(Fallback(from: .sibling, reason: .stall), provider: .onDevice)).isEmpty)
         var result = ChatResult(text: "whole", providerKind: .onDevice, model: "floor")
-        result.fallback = Fallback(from: .remote, reason: .stall)
+        result.fallback = Fallback(from: .sibling, reason: .stall)
         let last = r.event(.done(result))
         guard case .chunk(let bytes) = last.first else { Issue.record("no last chunk"); return }
         let text = String(decoding: bytes, as: UTF8.self)
@@ -456,7 +458,7 @@ struct IntegrationError: Error, CustomStringConvertible {
         _ = r.start(self.external, provider: self.remote)
         #expect(r.event(.text("a")).isEmpty)
         var result = ChatResult(text: "a", providerKind: .onDevice, model: "floor")
-        result.fallback = Fallback(from: .remote, reason: .offline)
+        result.fallback = Fallback(from: .sibling, reason: .offline)
         guard case .whole(200, let headers, let body)? = r.event(.done(result)).first else { Issue.record("no body"); return }
         #expect(headers.contains(HTTPHeaderField(name: "X-Homebase-Fallback", value: "offline")))
         #expect(String(decoding: body, as: UTF8.self).contains(#""object":"chat.completion""#))

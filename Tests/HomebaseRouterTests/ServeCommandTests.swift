@@ -1,7 +1,9 @@
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
 import Synchronization
 import Testing
+@testable import HomebaseDevice
 @testable import HomebaseRouter
 
 /// `handset serve` / `guest serve`'s command line (issue 36's contract).

@@ -155,7 +155,7 @@ import Testing
         let stall = FallbackReason(rawValue: "stall")
         // The restart, then who answers now (before its first output), then the fallback's whole answer.
         #expect(Array(events.prefix(5)) == [.text("half an "), .restart(stall),
-                                            .fallingBack(Fallback(from: .remote, reason: stall), provider: .onDevice),
+                                            .fallingBack(Fallback(from: .sibling, reason: stall), provider: .onDevice),
                                             .text("fallback "), .text("answer")])
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
         #expect(events.count == 6)

@@ -1,5 +1,7 @@
 import Foundation
 import HomebaseCore
+import HomebaseDevice
+import HomebaseEngines
 import HomebaseRouter
 import HomebaseService
 import Testing

@@ -1,4 +1,5 @@
 import HomebaseCore
+import HomebaseRouter
 
 /// Which API a chat request came in by.
 public enum LocalAPIFlavor: Sendable, Equatable {

@@ -1,6 +1,8 @@
 import Dispatch
 import HomebaseCore
+import HomebaseEngines
 import HomebaseNode
+import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 
@@ -28,7 +30,7 @@ extension DeviceSession: LocalAPIBackend {
             guard seen.insert(model.id).inserted else { return }
             out.append(model)
         }
-        func local(_ m: AdvertisedModel, _ owner: String) -> LocalAPIModel {
+        func local(_ m: AdvertPayload.Model, _ owner: String) -> LocalAPIModel {
             LocalAPIModel(id: m.tag, ownedBy: owner, family: m.family, parameterSize: m.parameterSize,
                           quantization: m.quantization, capabilities: m.capabilities.isEmpty ? ["completion"] : m.capabilities,
                           contextLength: m.contextLength, loaded: m.loaded)

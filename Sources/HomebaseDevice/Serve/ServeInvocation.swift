@@ -1,5 +1,6 @@
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 
 /// `handset serve` / `guest serve`'s options (issue 36): `[--listen HOST:PORT] [--token T] [--cors ORIGIN]
 /// [--allow-host NAME]...`.

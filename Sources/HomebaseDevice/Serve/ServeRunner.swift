@@ -1,6 +1,7 @@
 import Foundation
 import HomebaseCore
 import HomebaseNode
+import HomebaseRouter
 import HomebaseTransport
 import Synchronization
 
@@ -16,7 +17,7 @@ public enum ServeRunner {
         if wantsRelay {
             if await s.connect() {
                 if let homebase = s.account.homebase {
-                    await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+                    await s.refreshAdvert(from: homebase, channel: .sibling, timeout: .milliseconds(1500))
                 }
             } else {
                 // Serving anyway: answers come from the device until the link (which keeps retrying) is up.
@@ -25,7 +26,7 @@ public enum ServeRunner {
         }
         try await Self.serve(s, tool: "handset", invocation) {
             guard let homebase = s.account.homebase else { return }
-            await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+            await s.refreshAdvert(from: homebase, channel: .sibling, timeout: .milliseconds(1500))
         }
     }
 
