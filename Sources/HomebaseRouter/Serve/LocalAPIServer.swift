@@ -102,7 +102,8 @@ public final class LocalAPIServer: Sendable {
         c.maxConnections = self.options.maxConnections
         c.sendTimeoutMs = 30_000
         c.refusal = { status, reason in
-            let code = [408: "request_timeout", 413: "request_too_large", 431: "headers_too_large"][status]
+            let code = [408: "request_timeout", 413: "request_too_large", 431: "headers_too_large",
+                        503: "too_many_connections"][status]
             return ([("Content-Type", "application/json")],
                     OpenAIEncoder.error(LocalAPIError(status: status, message: reason, code: code)))
         }
