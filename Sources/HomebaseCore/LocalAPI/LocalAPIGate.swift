@@ -165,7 +165,9 @@ public struct LocalAPIGate: Sendable {
         case "/api/ps": return (.ollamaPS, ["GET"])
         default:
             let prefix = "/v1/models/"
-            guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= 300 else { return nil }
+            guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= 300 else {
+                return nil
+            }
             let id = Self.percentDecoded(String(path.dropFirst(prefix.count)))
             return id.map { (.model($0), ["GET"]) }
         }
