@@ -43,12 +43,23 @@ public struct FallbackProvider: LLMProvider {
                     continuation.finish()
                     return
                 }
+                // The consumer is gone (an app closed its connection): nobody waits for a fallback's answer.
+                guard !Task.isCancelled else {
+                    continuation.finish()
+                    return
+                }
                 let annotation = Fallback(from: from, reason: failure.error.reason)
                 if failure.emittedOutput { continuation.yield(.restart(failure.error.reason)) }
+                continuation.yield(.fallingBack(annotation, provider: fallback.kind))
                 if let second = await StreamForwarding.forward(
                     fallback.stream(request), to: continuation, annotating: annotation)
                 {
+                    guard !Task.isCancelled else {
+                        continuation.finish()
+                        return
+                    }
                     if second.emittedOutput { continuation.yield(.restart(second.error.reason)) }
+                    continuation.yield(.fallingBack(annotation, provider: floor.kind))
                     _ = await StreamForwarding.forward(floor.stream(request), to: continuation, annotating: annotation)
                 }
                 continuation.finish()
@@ -116,7 +127,7 @@ enum StreamForwarding {
             case .text, .toolCall, .reasoning:
                 emitted = true
                 continuation.yield(event)
-            case .queued:
+            case .queued, .fallingBack:
                 continuation.yield(event)
             case .restart:
                 // An inner fallback restarted: what we forwarded is void, and so is our record of it.

@@ -230,6 +230,11 @@ public enum ChatStreamEvent: Sendable, Hashable {
     case toolCall(ToolCall)
     /// Discard everything streamed so far: a fallback is about to answer from the start.
     case restart(FallbackReason)
+    /// A fallback takes over: from here on `provider` answers, because `fallback.from` failed with
+    /// `fallback.reason`. No output of its own; it comes before the fallback's first output, so a caller that
+    /// must name the answering provider before the answer (`serve`'s headers) knows it. `.restart` still marks
+    /// output to discard.
+    case fallingBack(Fallback, provider: ProviderKind)
     /// The whole result; terminal.
     case done(ChatResult)
     /// The provider failed; terminal. Never emitted by a provider the router returns.

@@ -139,13 +139,14 @@ struct HTTPServerConnection {
 
     /// Answers a protocol error and lets the connection close: after it the framing cannot be trusted.
     private func refuse(status: Int, message: String) {
-        let bytes = HTTPResponseEncoder.response(
-            status: status,
-            headers: [
-                HTTPHeaderField(name: "Content-Type", value: "text/plain; charset=utf-8"),
-                HTTPHeaderField(name: "Connection", value: "close"),
-            ],
-            body: Array((message + "\n").utf8))
+        var headers = [HTTPHeaderField(name: "Content-Type", value: "text/plain; charset=utf-8")]
+        var body = Array((message + "\n").utf8)
+        if let shaped = self.server.configuration.refusal?(status, message) {
+            headers = shaped.headers.map { HTTPHeaderField(name: $0.0, value: $0.1) }
+            body = shaped.body
+        }
+        headers.append(HTTPHeaderField(name: "Connection", value: "close"))
+        let bytes = HTTPResponseEncoder.response(status: status, headers: headers, body: body)
         _ = ServerSocket.sendAll(self.fd, bytes)
     }
 }

@@ -48,6 +48,10 @@ public final class SimpleHTTPServer: Sendable {
         /// A send that cannot go on for this long (a client that stopped reading, its buffers full) fails, and the
         /// connection ends (`SO_SNDTIMEO`). Unbounded when nil.
         public var sendTimeoutMs: Int32?
+        /// The response to a request refused before any handler saw it (400 malformed, 408 late, 413 too large,
+        /// 431 head too large): its headers and body from the status and a one-line reason. Plain text when nil;
+        /// an API server answers in its own error shape.
+        public var refusal: (@Sendable (_ status: Int, _ reason: String) -> (headers: [(String, String)], body: [UInt8]))?
 
         public init() {}
     }

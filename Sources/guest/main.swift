@@ -60,6 +60,8 @@ struct Guest {
             try await self.chat(c, s)
         case .configDeviceEngine(let url):
             print(try await s.configureDeviceEngine(url: url))
+        case .serve(let invocation):
+            try await ServeRunner.guest(s, invocation)
         default:
             preconditionFailure("handled above")
         }
@@ -106,6 +108,12 @@ struct Guest {
 
 await CLI.main(tool: tool) {
     let environment = ProcessInfo.processInfo.environment
-    let (state, command) = try GuestCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
-    try await Guest(directory: StateDirectory(explicit: state, tool: tool)).run(command)
+    do {
+        let (state, command) = try GuestCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
+        try await Guest(directory: StateDirectory(explicit: state, tool: tool)).run(command)
+    } catch let error where "\(error)".hasPrefix("\(tool) serve:") {
+        // serve's errors are one line that names the command (issue 36's contract).
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(error is UsageError ? 64 : 1)
+    }
 }

@@ -23,6 +23,10 @@ struct Handset {
             let session = try self.open(watchdogs: invocation.watchdogs)
             defer { session.stop() }
             try await self.chat(invocation, session)
+        case .serve(let invocation):
+            let session = try self.open()
+            defer { session.stop() }
+            try await ServeRunner.handset(session, invocation)
         default:
             let session = try self.open()
             defer { session.stop() }
@@ -191,6 +195,12 @@ struct Interactive {
 
 await CLI.main(tool: tool) {
     let environment = ProcessInfo.processInfo.environment
-    let (state, command) = try HandsetCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
-    try await Handset(directory: StateDirectory(explicit: state, tool: tool)).run(command)
+    do {
+        let (state, command) = try HandsetCommand.parse(Array(CommandLine.arguments.dropFirst()), environment: environment)
+        try await Handset(directory: StateDirectory(explicit: state, tool: tool)).run(command)
+    } catch let error where "\(error)".hasPrefix("\(tool) serve:") {
+        // serve's errors are one line that names the command (issue 36's contract).
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(error is UsageError ? 64 : 1)
+    }
 }

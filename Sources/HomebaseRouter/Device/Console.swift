@@ -52,7 +52,7 @@ public enum Console {
                 Self.err(ChatOutput.restartMarker(reason))
             case .done: Self.out("\n")
             case .toolCall(let call): Self.err("[tool call: \(call.name) \(call.arguments)]")
-            case .failed: break
+            case .failed, .fallingBack: break
             }
         }
     }

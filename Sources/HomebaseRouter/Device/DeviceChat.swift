@@ -110,9 +110,11 @@ public enum ChatOutput {
 extension DeviceSession {
     /// Resolves the route, asks the router for a provider and answers `request`. Never fails: at worst the
     /// floor answers. `onEvent` sees every stream event (text, `.restart`, `.done`) when given; without it the
-    /// answer is completed in one piece.
+    /// answer is completed in one piece. `onProvider` sees the resolved route and the provider the router handed
+    /// out, before the first event (`serve` names the provider in its response headers).
     public func chat(_ request: ChatRequest, model: String? = nil,
-                     onEvent: (@Sendable (ChatStreamEvent) -> Void)? = nil) async -> ChatAnswer {
+                     onEvent: (@Sendable (ChatStreamEvent) -> Void)? = nil,
+                     onProvider: (@Sendable (RouteResolution, any LLMProvider) -> Void)? = nil) async -> ChatAnswer {
         let start = ContinuousClock.now
         func elapsedMs() -> Double {
             let d = ContinuousClock.now - start
@@ -120,6 +122,7 @@ extension DeviceSession {
         }
         let resolution = self.router.resolution()
         let provider = self.router.provider(model: model)
+        onProvider?(resolution, provider)
         // Always streamed, so the time to the first text can be reported even for a one-shot answer.
         var final: ChatResult?
         var firstText: Double?

@@ -12,6 +12,8 @@ public enum GuestCommand: Sendable, Equatable {
     case chat(ChatInvocation)
     /// `config device-engine URL|off`, as for the handset.
     case configDeviceEngine(url: String?)
+    /// `serve …`: the local OpenAI and Ollama APIs over the joined host (issue 36).
+    case serve(ServeInvocation)
 
     public static let commands: [CommandHelp] = [
         CommandHelp("init --relay URL [--name NAME]", "Create this device's identity; prints its public key."),
@@ -23,6 +25,7 @@ public enum GuestCommand: Sendable, Equatable {
                         + "how much a reasoning model thinks (its reasoning is shown apart)."),
         CommandHelp("config device-engine URL|off",
                     "On-device answers from this OpenAI-compatible engine (e.g. llama-server); the canned floor stays last."),
+        CommandHelp(ServeInvocation.usage("guest"), ServeInvocation.summary("guest")),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -48,6 +51,10 @@ public enum GuestCommand: Sendable, Equatable {
     {
         let (state, help, rest) = try DeviceCommandLine.globals(argv)
         if help || rest.isEmpty || rest == ["help"] { return (state, .help) }
+        if rest[0] == "serve" {
+            return (state, .serve(try ServeInvocation.parse(Array(rest.dropFirst()), tool: "guest",
+                                                            environment: environment)))
+        }
         let (spec, a) = try DeviceCommandLine.match(rest, Self.specs)
         switch spec.words {
         case ["init"]:

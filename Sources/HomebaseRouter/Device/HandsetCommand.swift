@@ -53,6 +53,8 @@ public enum HandsetCommand: Sendable, Equatable {
     case keyRemove(CloudProvider, index: Int)
     case keyTest(CloudProvider)
     case chat(ChatInvocation)
+    /// `serve …`: the local OpenAI and Ollama APIs (issue 36).
+    case serve(ServeInvocation)
 
     /// Help as data: every subcommand's usage and one sentence.
     public static let commands: [CommandHelp] = [
@@ -85,6 +87,7 @@ public enum HandsetCommand: Sendable, Equatable {
         CommandHelp("chat [--json] [--stream] [--model TAG] [--tools FILE] [--watchdog-ms A,F,S] [--think T] [PROMPT]",
                     "Ask; with no PROMPT, chat interactively (/quit ends). --think false|low|medium|high: how much a "
                         + "reasoning model thinks (its reasoning is shown apart: stderr, or \"reasoning\" in --json)."),
+        CommandHelp(ServeInvocation.usage("handset"), ServeInvocation.summary("handset")),
     ]
 
     public static let helpText = CommandHelp.render(
@@ -129,6 +132,10 @@ public enum HandsetCommand: Sendable, Equatable {
     {
         let (state, help, rest) = try DeviceCommandLine.globals(argv)
         if help || rest.isEmpty || rest == ["help"] { return (state, .help) }
+        if rest[0] == "serve" {
+            return (state, .serve(try ServeInvocation.parse(Array(rest.dropFirst()), tool: "handset",
+                                                            environment: environment)))
+        }
         let (spec, a) = try DeviceCommandLine.match(rest, Self.specs)
         let command: HandsetCommand
         switch spec.words {
