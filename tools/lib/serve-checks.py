@@ -27,7 +27,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--handset", required=True, help="handset serve base URL (http://127.0.0.1:PORT)")
 p.add_argument("--token", required=True, help="the handset serve's token")
 p.add_argument("--guest", required=True, help="guest serve base URL")
-p.add_argument("--guest-name", required=True, help="the host's name as the guest's owned_by names it")
+p.add_argument("--host-name", required=True, help="the Homebase's name")
+p.add_argument("--host-key", required=True, help="the Homebase's key (a guest that never learnt the name shows it)")
 p.add_argument("--emulator", required=True, help="ollama-emulator base URL (the straight answer)")
 p.add_argument("--model", required=True)
 p.add_argument("--homebase-status", required=True, help="command printing `homebase status --json`")
@@ -61,7 +62,7 @@ def host_port(url):
 M = args.model
 SERVES = [  # name, base URL, token, the route's provider kind, owned_by
     ("handset", args.handset, args.token, "remote", "homebase"),
-    ("guest", args.guest, None, "cross-account", f"friend:{args.guest_name}"),
+    ("guest", args.guest, None, "cross-account", (f"friend:{args.host_name}", f"friend:{args.host_key[:8]}")),
 ]
 emu = ollama.Client(host=args.emulator, timeout=30)
 
@@ -152,8 +153,9 @@ def openai_error(body):
 def answers(name, base, token, provider, owned_by):
     c = oa(base, token)
     ids = {m.id: m for m in c.models.list().data}
-    check(f"{name}: openai models.list() lists {M}, owned_by {owned_by}",
-          M in ids and ids[M].owned_by == owned_by and ids[M].object == "model",
+    owners = owned_by if isinstance(owned_by, tuple) else (owned_by,)
+    check(f"{name}: openai models.list() lists {M}, owned_by {' or '.join(owners)}",
+          M in ids and ids[M].owned_by in owners and ids[M].object == "model",
           f"{len(ids)} models: " + ", ".join(f"{i} ({m.owned_by})" for i, m in list(ids.items())[:6]))
 
     prompt = f"Say hello to the {name} from an app"
