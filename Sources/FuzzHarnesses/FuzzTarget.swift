@@ -78,6 +78,8 @@ public enum FuzzTargets {
         RelayURLHarness.target,
         RelayConfigHarness.target,
         FleetHarness.target,
+        LocalAPIHarness.requestTarget,
+        LocalAPIHarness.gateTarget,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? {

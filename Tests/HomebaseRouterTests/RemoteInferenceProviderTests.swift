@@ -152,9 +152,12 @@ import Testing
         defer { rig.stop() }
         let events = await collect(rig.remote().stream(Fixture.request))
         let stall = FallbackReason(rawValue: "stall")
-        #expect(Array(events.prefix(4)) == [.text("half an "), .restart(stall), .text("fallback "), .text("answer")])
+        // The restart, then who answers now (before its first output), then the fallback's whole answer.
+        #expect(Array(events.prefix(5)) == [.text("half an "), .restart(stall),
+                                            .fallingBack(Fallback(from: .remote, reason: stall), provider: .onDevice),
+                                            .text("fallback "), .text("answer")])
         guard case .done(let result) = events.last else { Issue.record("no .done"); return }
-        #expect(events.count == 5)
+        #expect(events.count == 6)
         #expect(result.text == "fallback answer")
         #expect(result.providerKind == .onDevice)
         #expect(result.fallback == Fallback(from: .remote, reason: stall))

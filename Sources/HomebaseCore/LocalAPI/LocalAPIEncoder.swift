@@ -302,6 +302,17 @@ public enum OllamaEncoder {
         return out
     }
 
+    /// The answer to a chat with no messages: Ollama loads the model and says so (`done_reason: "load"`); apps
+    /// send it to warm a model up.
+    public static func loaded(model: String, createdAt: String) -> [UInt8] {
+        JSONNode.object([
+            .init(key: "model", value: .string(model)), .init(key: "created_at", value: .string(createdAt)),
+            .init(key: "message", value: .object([.init(key: "role", value: .string("assistant")),
+                                                  .init(key: "content", value: .string(""))])),
+            .init(key: "done_reason", value: .string("load")), .init(key: "done", value: .bool(true)),
+        ]).serialized()
+    }
+
     /// `{"error": "…"}`, Ollama's error body (also the last line of a stream that failed).
     public static func error(_ message: String) -> [UInt8] {
         JSONNode.object([.init(key: "error", value: .string(message))]).serialized()

@@ -180,6 +180,12 @@ public final class LocalAPIServer: Sendable {
                 let local = flavor == .openAI
                     ? try LocalAPIRequestDecoder.openAIChat(request.body)
                     : try LocalAPIRequestDecoder.ollamaChat(request.body)
+                if flavor == .ollama && local.messages.isEmpty {
+                    // Nothing to answer: a warm-up. The router loads nothing ahead, so it is answered at once.
+                    let model = local.model ?? self.backend.resolution().model
+                    return writer.respond(status: 200, headers: json, body: OllamaEncoder.loaded(
+                        model: model, createdAt: OllamaEncoder.timestamp(unixMs: nowMs)))
+                }
                 try self.checkTools(local)
                 self.chat(local, flavor: flavor, nowMs: nowMs, cors: cors, writer)
             } catch {

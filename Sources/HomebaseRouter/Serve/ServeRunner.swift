@@ -13,8 +13,15 @@ public enum ServeRunner {
     /// `handset serve`: the account's Homebase, as `handset chat` routes.
     public static func handset(_ s: DeviceSession, _ invocation: ServeInvocation) async throws {
         let wantsRelay = s.account.isPaired || !s.joined.all().isEmpty
-        if wantsRelay, await s.connect(), let homebase = s.account.homebase {
-            await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+        if wantsRelay {
+            if await s.connect() {
+                if let homebase = s.account.homebase {
+                    await s.refreshAdvert(from: homebase, channel: .syncDelta, timeout: .milliseconds(1500))
+                }
+            } else {
+                // Serving anyway: answers come from the device until the link (which keeps retrying) is up.
+                CLI.warn("\(s.connectFailure); answering on-device until the relay is reachable")
+            }
         }
         try await Self.serve(s, tool: "handset", invocation) {
             guard let homebase = s.account.homebase else { return }
@@ -26,8 +33,12 @@ public enum ServeRunner {
     public static func guest(_ s: DeviceSession, _ invocation: ServeInvocation) async throws {
         let records = s.joined.all()
         let host = invocation.guestHost ?? records.first { $0.state == .joined }?.host ?? records.first?.host
-        if let host, await s.connect() {
-            await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
+        if let host {
+            if await s.connect() {
+                await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
+            } else {
+                CLI.warn("\(s.connectFailure); answering on-device until the relay is reachable")
+            }
         }
         try s.settings.setModelSource(.external)
         try s.settings.setExternalRuntime(.ollama)
