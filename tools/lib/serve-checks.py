@@ -31,6 +31,7 @@ p.add_argument("--host-name", required=True, help="the Homebase's name")
 p.add_argument("--host-key", required=True, help="the Homebase's key (a guest that never learnt the name shows it)")
 p.add_argument("--emulator", required=True, help="ollama-emulator base URL (the straight answer)")
 p.add_argument("--model", required=True)
+p.add_argument("--thinking-model", required=True, help="a model the emulator reasons with before answering")
 p.add_argument("--homebase-status", required=True, help="command printing `homebase status --json`")
 p.add_argument("--homebase-pid", required=True, type=int)
 p.add_argument("--llm", required=True, help="the llm CLI")
@@ -238,6 +239,78 @@ def answers(name, base, token, provider, owned_by):
 
 for s in SERVES:
     guarded(f"{s[0]}: answers", lambda s=s: answers(*s))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-call model, reasoning, tools, several apps at once.
+
+def per_call_and_reasoning():
+    # The handset is set to M; the request's model picks a thinking model for this call only.
+    prompt = "Think first, then answer"
+    ref = emu.chat(model=args.thinking_model, messages=[{"role": "user", "content": prompt}])["message"]
+    c = oa(args.handset, args.token)
+    thought, text, last = [], [], None
+    for ch in c.chat.completions.create(model=args.thinking_model, stream=True,
+                                        messages=[{"role": "user", "content": prompt}]):
+        last = ch
+        if ch.choices:
+            d = ch.choices[0].delta
+            thought.append((d.model_extra or {}).get("reasoning_content") or "")
+            text.append(d.content or "")
+    hb = (last.model_extra or {}).get("homebase") if last else None
+    check(f"handset: model {args.thinking_model} per call (configured {M}), reasoning in delta.reasoning_content",
+          "".join(thought) == ref.thinking and "".join(text) == ref.content and bool(ref.thinking)
+          and isinstance(hb, dict) and hb.get("model") == args.thinking_model,
+          f"{len(''.join(thought))} characters of reasoning, model {hb.get('model') if hb else None}")
+    one = ol(args.handset, args.token).chat(model=args.thinking_model, messages=[{"role": "user", "content": prompt}])
+    check("handset: ollama chat gives the reasoning in message.thinking",
+          one.message.thinking == ref.thinking and one.message.content == ref.content,
+          f"{len(one.message.thinking or '')} characters of thinking")
+
+
+def tools_refused():
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
+    for name, base, token, _, _ in SERVES:
+        try:
+            oa(base, token).chat.completions.create(model=M, tools=tools, messages=[{"role": "user", "content": "Weather?"}])
+            check(f"{name}: a request with tools is refused (never sent to a Homebase)", False, "it was answered")
+        except openai.BadRequestError as e:
+            code = (e.body or {}).get("code") if isinstance(e.body, dict) else None
+            check(f"{name}: a request with tools is refused (never sent to a Homebase)",
+                  e.status_code == 400 and code == "tools_not_supported", f"{e.status_code} {code}")
+
+
+def several_apps(name, base, token, n):
+    results = {}
+
+    def one(i):
+        prompt = f"App number {i} asks {name} at the same time"
+        parts, last = [], None
+        for ch in oa(base, token).chat.completions.create(model=M, stream=True,
+                                                          messages=[{"role": "user", "content": prompt}]):
+            last = ch
+            if ch.choices:
+                parts.append(ch.choices[0].delta.content or "")
+        results[i] = "".join(parts) == straight(prompt)
+        if not results[i]:
+            print(f"      app {i}: {json.dumps((last.model_extra or {}).get('homebase') if last else None)}")
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    check(f"{name}: {n} apps streaming at once each get their own whole answer",
+          len(results) == n and all(results.values()),
+          f"{sum(results.values())}/{n} right in {(time.monotonic() - t0) * 1000:.0f} ms")
+
+
+guarded("reasoning", per_call_and_reasoning)
+guarded("tools", tools_refused)
+# The Homebase runs 4 requests at once; a guest may have 2 in flight (GuestLimits.defaults), more are `busy`.
+guarded("several apps", lambda: several_apps("handset", args.handset, args.token, 4))
+guarded("several apps", lambda: several_apps("guest", args.guest, None, 2))
 
 
 # ---------------------------------------------------------------------------------------------------------------
