@@ -20,6 +20,9 @@ import Darwin
 public final class SimpleHTTPServer: Sendable {
     /// Receives each request with the writer for its response. Called on the connection's own thread.
     public typealias Handler = @Sendable (HTTPServerRequest, HTTPResponseWriter) -> Void
+    /// Shapes a refusal the server sends itself: its headers and body from the status and a one-line reason.
+    public typealias Refusal = @Sendable (_ status: Int, _ reason: String)
+        -> (headers: [(String, String)], body: [UInt8])
 
     /// Bounds and timeouts of the server.
     public struct Configuration: Sendable {
@@ -49,9 +52,9 @@ public final class SimpleHTTPServer: Sendable {
         /// connection ends (`SO_SNDTIMEO`). Unbounded when nil.
         public var sendTimeoutMs: Int32?
         /// The response to a request refused before any handler saw it (400 malformed, 408 late, 413 too large,
-        /// 431 head too large): its headers and body from the status and a one-line reason. Plain text when nil;
-        /// an API server answers in its own error shape.
-        public var refusal: (@Sendable (_ status: Int, _ reason: String) -> (headers: [(String, String)], body: [UInt8]))?
+        /// 431 head too large, 503 too many connections): its headers and body from the status and a one-line
+        /// reason. Plain text when nil; an API server answers in its own error shape.
+        public var refusal: Refusal?
 
         public init() {}
     }
@@ -158,6 +161,16 @@ public final class SimpleHTTPServer: Sendable {
                   HTTPHeaderField(name: "Connection", value: "close")],
         body: Array("too many connections\n".utf8))
 
+    /// The 503 for a connection over the limit, in the API's shape when `Configuration.refusal` gives one.
+    private var tooManyConnectionsResponse: [UInt8] {
+        guard let shaped = self.configuration.refusal?(503, "too many connections") else {
+            return Self.tooManyConnections
+        }
+        let headers = shaped.headers.map { HTTPHeaderField(name: $0.0, value: $0.1) }
+            + [HTTPHeaderField(name: "Connection", value: "close")]
+        return HTTPResponseEncoder.response(status: 503, headers: headers, body: shaped.body)
+    }
+
     private func acceptLoop(listenFD: Int32, wakeFD: Int32) {
         defer { self.state.withLock { $0.acceptThreadDone = true } }
         var fds = [
@@ -204,7 +217,7 @@ public final class SimpleHTTPServer: Sendable {
             }
             guard admitted else {
                 // The response fits any socket buffer: the send cannot block the accept loop.
-                _ = ServerSocket.sendAll(client, Self.tooManyConnections)
+                _ = ServerSocket.sendAll(client, self.tooManyConnectionsResponse)
                 close(client)
                 continue
             }

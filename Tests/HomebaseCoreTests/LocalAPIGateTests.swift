@@ -36,6 +36,17 @@ import Testing
         #expect(self.code(self.open.decide(self.head("DELETE", "/api/chat")))! == (405, "method_not_allowed"))
     }
 
+    /// Found by the local-api-gate fuzzer: a 405 quoted the whole path back. Every quoted value is clipped.
+    @Test func refusalsQuoteHostileValuesClipped() {
+        let long = "/v1/models/" + String(repeating: "u", count: 250)
+        for head in [self.head("POST", long), self.head("GET", "/x" + String(repeating: "é", count: 200))] {
+            guard case .refuse(let e) = self.open.decide(head) else { Issue.record("served"); continue }
+            #expect(e.message.utf8.count <= 100, "\(e.status): \(e.message.utf8.count) bytes")
+        }
+        #expect(LocalAPIGate.clip("short") == "short")
+        #expect(LocalAPIGate.clip(String(repeating: "é", count: 40), maxBytes: 9) == "éééé…")
+    }
+
     @Test(arguments: ["localhost", "localhost:11435", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:11435", "LOCALHOST"])
     func loopbackHostsPass(_ host: String) {
         #expect(self.open.decide(self.head(host: host)) == .serve(.models))

@@ -338,6 +338,20 @@ struct IntegrationError: Error, CustomStringConvertible {
         }
     }
 
+    /// Connections are bounded: one over the limit gets a 503 in the API's shape, and the held ones still work.
+    @Test func connectionsAreBounded() async throws {
+        let (server, port) = try self.server(FakeServeBackend(FloorProvider())) { $0.maxConnections = 2 }
+        defer { server.stop() }
+        let held = try (0..<2).map { _ in try RawHTTP(port: port) }
+        defer { held.forEach { $0.close() } }
+        held[0].send("GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        #expect(try await io { held[0].read(until: "]}") }.hasPrefix("HTTP/1.1 200"))
+        let refused = try await x(port, "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        #expect(refused.hasPrefix("HTTP/1.1 503") && refused.contains(#""code":"too_many_connections""#))
+        held[1].send("GET /api/version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        #expect(try await io { held[1].read() }.contains(#""version""#))
+    }
+
     @Test func modelsAndOllamaListings() async throws {
         let (server, port) = try self.server(FakeServeBackend(FloorProvider()))
         defer { server.stop() }

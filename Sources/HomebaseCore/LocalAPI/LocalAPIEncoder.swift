@@ -59,8 +59,8 @@ public struct LocalAPIAnswer: Sendable, Equatable {
     public var usage: Usage?
     public var origin: LocalAPIOrigin
 
-    public init(text: String, reasoning: String? = nil, toolCalls: [LocalAPIToolCall] = [], finishReason: String = "stop",
-                usage: Usage? = nil, origin: LocalAPIOrigin) {
+    public init(text: String, reasoning: String? = nil, toolCalls: [LocalAPIToolCall] = [],
+                finishReason: String = "stop", usage: Usage? = nil, origin: LocalAPIOrigin) {
         self.text = text
         self.reasoning = reasoning
         self.toolCalls = toolCalls
@@ -177,7 +177,8 @@ public enum OpenAIEncoder {
             .init(key: "index", value: .number(0)), .init(key: "message", value: .object(message)),
             .init(key: "logprobs", value: .null), .init(key: "finish_reason", value: .string(answer.finishReason)),
         ])])))
-        members.append(.init(key: "usage", value: Self.usage(answer.usage ?? Usage(promptTokens: 0, completionTokens: 0))))
+        let usage = answer.usage ?? Usage(promptTokens: 0, completionTokens: 0)
+        members.append(.init(key: "usage", value: Self.usage(usage)))
         members.append(.init(key: "homebase", value: answer.origin.node))
         return JSONNode.object(members).serialized()
     }
@@ -291,7 +292,8 @@ public enum OllamaEncoder {
             .init(key: "model", value: .string(model)), .init(key: "created_at", value: .string(createdAt)),
             .init(key: "message", value: .object(message)), .init(key: "done", value: .bool(true)),
             .init(key: "done_reason", value: .string(doneReason)),
-            .init(key: "total_duration", value: .number(max(0, totalNs))), .init(key: "load_duration", value: .number(0)),
+            .init(key: "total_duration", value: .number(max(0, totalNs))),
+            .init(key: "load_duration", value: .number(0)),
             .init(key: "prompt_eval_count", value: .number(usage.promptTokens)),
             .init(key: "prompt_eval_duration", value: .number(0)),
             .init(key: "eval_count", value: .number(usage.completionTokens)),

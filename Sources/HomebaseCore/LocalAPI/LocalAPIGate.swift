@@ -131,7 +131,7 @@ public struct LocalAPIGate: Sendable {
                                          code: "not_found"))
         }
         guard methods.contains(head.method) else {
-            return .refuse(LocalAPIError(status: 405, message: "use \(methods[0]) for \(head.path)",
+            return .refuse(LocalAPIError(status: 405, message: "use \(methods[0]) for \(Self.clip(head.path))",
                                          code: "method_not_allowed"))
         }
         return .serve(endpoint)
@@ -165,7 +165,9 @@ public struct LocalAPIGate: Sendable {
         case "/api/ps": return (.ollamaPS, ["GET"])
         default:
             let prefix = "/v1/models/"
-            guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= 300 else { return nil }
+            guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count, path.utf8.count <= 300 else {
+                return nil
+            }
             let id = Self.percentDecoded(String(path.dropFirst(prefix.count)))
             return id.map { (.model($0), ["GET"]) }
         }
@@ -210,8 +212,16 @@ public struct LocalAPIGate: Sendable {
         return String(validating: bytes, as: UTF8.self)
     }
 
-    /// A hostile value quoted back in an error, cut to 60 characters.
-    public static func clip(_ text: String) -> String {
-        text.count <= 60 ? text : String(text.prefix(60)) + "…"
+    /// A hostile value quoted back in an error, cut to at most `maxBytes` bytes of UTF-8 (whole characters).
+    public static func clip(_ text: String, maxBytes: Int = 60) -> String {
+        guard text.utf8.count > maxBytes else { return text }
+        var out = ""
+        var bytes = 0
+        for character in text {
+            bytes += character.utf8.count
+            if bytes > maxBytes { break }
+            out.append(character)
+        }
+        return out + "…"
     }
 }

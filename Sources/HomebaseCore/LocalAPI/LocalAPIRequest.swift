@@ -104,8 +104,11 @@ public enum LocalAPIRequestDecoder {
         for (i, item) in items.enumerated() { request.messages.append(try Self.openAIMessage(item, index: i)) }
         request.stream = try Self.bool(root, "stream") ?? false
         if let options = root["stream_options"], !options.isNull {
-            guard options.isObject else { throw .invalid("'stream_options' must be an object", param: "stream_options") }
-            request.includeUsage = try Self.bool(options, "include_usage", param: "stream_options.include_usage") ?? false
+            guard options.isObject else {
+                throw .invalid("'stream_options' must be an object", param: "stream_options")
+            }
+            request.includeUsage = try Self.bool(options, "include_usage",
+                                                 param: "stream_options.include_usage") ?? false
         }
         let maxCompletion = try Self.positiveInt(root, "max_completion_tokens", limit: limits.maxTokens)
         let maxTokens = try Self.positiveInt(root, "max_tokens", limit: limits.maxTokens)
@@ -119,7 +122,8 @@ public enum LocalAPIRequestDecoder {
         }
         if let effort = root["reasoning_effort"], !effort.isNull {
             guard let text = effort.stringValue, let setting = Self.effort(text) else {
-                throw .invalid("'reasoning_effort' must be none, minimal, low, medium or high", param: "reasoning_effort")
+                throw .invalid("'reasoning_effort' must be none, minimal, low, medium or high",
+                               param: "reasoning_effort")
             }
             request.think = setting
         }
@@ -163,7 +167,8 @@ public enum LocalAPIRequestDecoder {
             // Ollama: -1 or -2 mean "no limit" / "fill the context".
             if let n = try Self.int(options, "num_predict", param: "options.num_predict"), n > 0 {
                 guard n <= limits.maxTokens else {
-                    throw .invalid("'options.num_predict' is larger than \(limits.maxTokens)", param: "options.num_predict")
+                    throw .invalid("'options.num_predict' is larger than \(limits.maxTokens)",
+                                   param: "options.num_predict")
                 }
                 request.maxTokens = n
             }
@@ -188,7 +193,11 @@ public enum LocalAPIRequestDecoder {
 
     static func object(_ body: [UInt8]) throws(LocalAPIError) -> JSONNode {
         let parsed: Result<JSONNode, JSONNode.ParseError> = body.withUnsafeBufferPointer { bytes in
-            do throws(JSONNode.ParseError) { return .success(try JSONNode.parse(bytes)) } catch { return .failure(error) }
+            do throws(JSONNode.ParseError) {
+                return .success(try JSONNode.parse(bytes))
+            } catch {
+                return .failure(error)
+            }
         }
         let root: JSONNode
         switch parsed {
@@ -200,7 +209,9 @@ public enum LocalAPIRequestDecoder {
     }
 
     /// The model asked for: nil for absent, null, empty or `auto`.
-    static func model(_ root: JSONNode, limits: LocalAPILimits, key: String = "model") throws(LocalAPIError) -> String? {
+    static func model(_ root: JSONNode, limits: LocalAPILimits, key: String = "model")
+        throws(LocalAPIError) -> String?
+    {
         guard let node = root[key], !node.isNull else { return nil }
         guard let text = node.stringValue else { throw .invalid("'\(key)' must be a string", param: key) }
         guard text.utf8.count <= limits.maxModelBytes else {
@@ -295,7 +306,9 @@ public enum LocalAPIRequestDecoder {
                 out.append(String(decoding: tool.serialized(), as: UTF8.self))
             }
         }
-        guard out.count <= limits.maxTools else { throw .invalid("too many tools (at most \(limits.maxTools))", param: "tools") }
+        guard out.count <= limits.maxTools else {
+            throw .invalid("too many tools (at most \(limits.maxTools))", param: "tools")
+        }
         return out
     }
 
@@ -309,7 +322,9 @@ public enum LocalAPIRequestDecoder {
             }
             var out: [String] = []
             for item in items {
-                guard let s = item.stringValue else { throw .invalid("'\(param)' entries must be strings", param: param) }
+                guard let s = item.stringValue else {
+                    throw .invalid("'\(param)' entries must be strings", param: param)
+                }
                 out.append(s)
             }
             return out
@@ -327,7 +342,9 @@ public enum LocalAPIRequestDecoder {
 
     static func int(_ root: JSONNode, _ key: String, param: String? = nil) throws(LocalAPIError) -> Int? {
         guard let node = root[key], !node.isNull else { return nil }
-        guard let value = node.intValue else { throw .invalid("'\(param ?? key)' must be an integer", param: param ?? key) }
+        guard let value = node.intValue else {
+            throw .invalid("'\(param ?? key)' must be an integer", param: param ?? key)
+        }
         return value
     }
 
@@ -345,7 +362,8 @@ public enum LocalAPIRequestDecoder {
         case nil, .null?: return nil
         case .number(let text)?:
             guard let value = Double(text), value.isFinite, range.contains(value) else {
-                throw .invalid("'\(name)' must be a number from \(range.lowerBound) to \(range.upperBound)", param: name)
+                throw .invalid("'\(name)' must be a number from \(range.lowerBound) to \(range.upperBound)",
+                               param: name)
             }
             return value
         default: throw .invalid("'\(name)' must be a number", param: name)
@@ -364,10 +382,8 @@ public enum LocalAPIRequestDecoder {
         }
     }
 
-    /// A hostile value quoted back in an error, cut to 40 characters.
-    static func clip(_ text: String) -> String {
-        text.count <= 40 ? text : String(text.prefix(40)) + "…"
-    }
+    /// A hostile value quoted back in an error, cut to 40 bytes of UTF-8.
+    static func clip(_ text: String) -> String { LocalAPIGate.clip(text, maxBytes: 40) }
 }
 
 extension String {

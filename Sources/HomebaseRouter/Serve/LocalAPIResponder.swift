@@ -97,7 +97,8 @@ struct LocalAPIResponder {
             guard self.stream, !text.isEmpty else { return [] }
             return self.output(self.flavor == .openAI
                 ? self.openAIPiece(.reasoning(text))
-                : OllamaEncoder.chatLine(model: self.chunkModel, createdAt: self.createdAt, content: "", thinking: text))
+                : OllamaEncoder.chatLine(model: self.chunkModel, createdAt: self.createdAt, content: "",
+                                         thinking: text))
         case .toolCall(let call):
             let local = LocalAPIToolCall(id: call.id, name: call.name, arguments: call.arguments.text)
             guard self.stream else { return [] }
@@ -133,7 +134,9 @@ struct LocalAPIResponder {
             fallbackFrom: result.fallback?.from.rawValue, fallbackReason: result.fallback?.reason.rawValue)
         let answer = LocalAPIAnswer(
             text: result.text, reasoning: result.reasoning,
-            toolCalls: result.toolCalls.map { LocalAPIToolCall(id: $0.id, name: $0.name, arguments: $0.arguments.text) },
+            toolCalls: result.toolCalls.map {
+                LocalAPIToolCall(id: $0.id, name: $0.name, arguments: $0.arguments.text)
+            },
             finishReason: result.finishReason.rawValue, usage: result.usage, origin: origin)
         guard self.stream else {
             let body = self.flavor == .openAI

@@ -30,7 +30,8 @@ extension DeviceSession: LocalAPIBackend {
         }
         func local(_ m: AdvertisedModel, _ owner: String) -> LocalAPIModel {
             LocalAPIModel(id: m.tag, ownedBy: owner, family: m.family, parameterSize: m.parameterSize,
-                          quantization: m.quantization, capabilities: m.capabilities.isEmpty ? ["completion"] : m.capabilities,
+                          quantization: m.quantization,
+                          capabilities: m.capabilities.isEmpty ? ["completion"] : m.capabilities,
                           contextLength: m.contextLength, loaded: m.loaded)
         }
         if let advert = self.adverts.freshAdvert(nowMs: nowMs) {
@@ -79,7 +80,8 @@ public final class LocalAPIServer: Sendable {
     /// Unix milliseconds.
     let wallClock: @Sendable () -> UInt64
 
-    public init(backend: any LocalAPIBackend, options: Options, wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs }) {
+    public init(backend: any LocalAPIBackend, options: Options,
+                wallClock: @escaping @Sendable () -> UInt64 = { Posix.wallClockMs }) {
         self.backend = backend
         self.options = options
         self.wallClock = wallClock
@@ -100,7 +102,8 @@ public final class LocalAPIServer: Sendable {
         c.maxConnections = self.options.maxConnections
         c.sendTimeoutMs = 30_000
         c.refusal = { status, reason in
-            let code = [408: "request_timeout", 413: "request_too_large", 431: "headers_too_large"][status]
+            let code = [408: "request_timeout", 413: "request_too_large", 431: "headers_too_large",
+                        503: "too_many_connections"][status]
             return ([("Content-Type", "application/json")],
                     OpenAIEncoder.error(LocalAPIError(status: status, message: reason, code: code)))
         }
@@ -146,14 +149,16 @@ public final class LocalAPIServer: Sendable {
                            body: "Homebase is running (OpenAI API: /v1, Ollama API: /api)\n")
         case .models:
             writer.respond(status: 200, headers: json,
-                           body: OpenAIEncoder.models(self.backend.localAPIModels(nowMs: nowMs), created: Int(nowMs / 1000)))
+                           body: OpenAIEncoder.models(self.backend.localAPIModels(nowMs: nowMs),
+                                                      created: Int(nowMs / 1000)))
         case .model(let id):
             guard let model = self.backend.localAPIModels(nowMs: nowMs).first(where: { $0.id == id }) else {
                 return self.refuse(LocalAPIError(status: 404, message: "model '\(LocalAPIGate.clip(id))' is not "
                                                  + "reachable from this device (GET /v1/models lists those that are)",
                                                  code: "model_not_found"), ollama: false, cors: cors, writer)
             }
-            writer.respond(status: 200, headers: json, body: OpenAIEncoder.model(model, created: Int(nowMs / 1000)).serialized())
+            writer.respond(status: 200, headers: json,
+                           body: OpenAIEncoder.model(model, created: Int(nowMs / 1000)).serialized())
         case .ollamaVersion:
             writer.respond(status: 200, headers: json, body: OllamaEncoder.version(self.options.ollamaVersion))
         case .ollamaTags:
@@ -202,8 +207,8 @@ public final class LocalAPIServer: Sendable {
         guard route != .openai && route != .anthropic else { return }
         throw LocalAPIError.invalid(
             "this request has tools, and the route here (\(route.rawValue)) cannot take them: tool calls never cross "
-                + "the wire to a Homebase, and the device model takes none; send it without tools, or route this device "
-                + "to a cloud with your own key", param: "tools", code: "tools_not_supported")
+                + "the wire to a Homebase, and the device model takes none; send it without tools, or route this "
+                + "device to a cloud with your own key", param: "tools", code: "tools_not_supported")
     }
 
     private func refuse(_ error: LocalAPIError, ollama: Bool, cors: [(String, String)], _ writer: HTTPResponseWriter) {
@@ -237,7 +242,9 @@ public final class LocalAPIServer: Sendable {
         }
         let start = ContinuousClock.now
         var firstOutput: ContinuousClock.Instant?
-        func ns(_ d: Duration) -> Int { Int(d.components.seconds) * 1_000_000_000 + Int(d.components.attoseconds / 1_000_000_000) }
+        func ns(_ d: Duration) -> Int {
+            Int(d.components.seconds) * 1_000_000_000 + Int(d.components.attoseconds / 1_000_000_000)
+        }
         var lastCheck = ContinuousClock.now
         let checkEvery = Duration.milliseconds(self.options.disconnectCheckMs)
         while true {

@@ -61,7 +61,8 @@ public struct ServeInvocation: Sendable, Equatable {
             case "--cors":
                 let origin = try value("cors", inline)
                 guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
-                    throw UsageError("\(tool) serve: --cors takes an origin such as http://localhost:3000, not '\(origin)'")
+                    throw UsageError(
+                        "\(tool) serve: --cors takes an origin such as http://localhost:3000, not '\(origin)'")
                 }
                 s.corsOrigin = origin
             case "--allow-host":
