@@ -13,6 +13,9 @@ public enum ServeRunner {
 
     /// `handset serve`: the account's Homebase, as `handset chat` routes.
     public static func handset(_ s: DeviceSession, _ invocation: ServeInvocation) async throws {
+        // The port first: a busy one fails here, before a relay login that would take the link of the serve
+        // already running with this device's key (one link per key, the newer wins).
+        let (server, port) = try Self.bind(s, tool: "handset", invocation)
         let wantsRelay = s.account.isPaired || !s.joined.all().isEmpty
         if wantsRelay {
             if await s.connect() {
@@ -24,7 +27,7 @@ public enum ServeRunner {
                 CLI.warn("\(s.connectFailure); answering on-device until the relay is reachable")
             }
         }
-        try await Self.serve(s, tool: "handset", invocation) {
+        await Self.serve(server, port: port, invocation) {
             guard let homebase = s.account.homebase else { return }
             await s.refreshAdvert(from: homebase, channel: .sibling, timeout: .milliseconds(1500))
         }
@@ -32,6 +35,7 @@ public enum ServeRunner {
 
     /// `guest serve`: the joined host (`--host`, else the first joined), as `guest chat` routes.
     public static func guest(_ s: DeviceSession, _ invocation: ServeInvocation) async throws {
+        let (server, port) = try Self.bind(s, tool: "guest", invocation)
         let records = s.joined.all()
         let host = invocation.guestHost ?? records.first { $0.state == .joined }?.host ?? records.first?.host
         if let host {
@@ -48,16 +52,20 @@ public enum ServeRunner {
         } else {
             try s.settings.setExternalSelection(nil)
         }
-        try await Self.serve(s, tool: "guest", invocation) {
+        await Self.serve(server, port: port, invocation) {
             guard let host else { return }
             await s.refreshAdvert(from: host, channel: .contact, timeout: .milliseconds(1500))
         }
     }
 
-    static func serve(_ s: DeviceSession, tool: String, _ invocation: ServeInvocation,
-                      refresh: @escaping @Sendable () async -> Void) async throws {
+    /// Listens on the invocation's address. - Throws: the one-line error for a port in use or a bad address.
+    static func bind(_ s: DeviceSession, tool: String, _ invocation: ServeInvocation) throws -> (LocalAPIServer, UInt16) {
         let server = LocalAPIServer(backend: s, options: LocalAPIServer.Options(tool: tool, invocation: invocation))
-        let port = try server.start()
+        return (server, try server.start())
+    }
+
+    static func serve(_ server: LocalAPIServer, port: UInt16, _ invocation: ServeInvocation,
+                      refresh: @escaping @Sendable () async -> Void) async {
         print("serving on http://\(invocation.host):\(port) (OpenAI: /v1, Ollama: /api)")
         fflush(nil)
         let refresher = Task {
