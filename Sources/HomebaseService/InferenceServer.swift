@@ -71,11 +71,17 @@ public final class InferenceServer: Sendable {
         var admittedAtMonotonicMs: UInt64 = 0
         /// The answer streaming, once the job has a slot.
         var stream: InferenceStream?
-        /// The queue position last told the requester (`infer.queued`), while it waits.
-        var toldPosition: Int?
-        /// When it was last told (monotonic ms).
-        var toldAtMs: UInt64 = 0
         var running: Bool { self.stream != nil }
+    }
+
+    /// A request waiting for a slot, with what the queue's passes read of it, so that a pass (one at every end of a
+    /// request, under steady load) walks this array alone: no job lookups or copies, no hashing of model names.
+    struct Queued {
+        let key: Key
+        let model: String
+        /// The position last told the requester (`infer.queued`), and when (monotonic ms).
+        var toldPosition: Int?
+        var toldAtMs: UInt64 = 0
     }
 
     /// What a decision set off that calls back into the server: handled after the lock is let go.
@@ -262,7 +268,7 @@ extension InferenceServer {
         /// can start a request within the requester's first-output window.
         var answerMs: [String: Double] = [:]
         /// Admitted requests waiting for a slot, oldest first. At most `limits.maxQueued`, so removal by scan is cheap.
-        var queue: [Key] = []
+        var queue: [Queued] = []
         var nextToken: UInt64 = 0
         var remembered: Set<Key> = []
         var rememberedOrder: [Key] = []
@@ -326,22 +332,31 @@ extension InferenceServer {
         /// first time, then at most once per `queueTellIntervalMs`. `heldBackOnly`: the scheduled pass after the
         /// interval, which tells what was held back without asking the clock again.
         private func tellPositions(heldBackOnly: Bool = false) {
-            var positions: [String: Int] = [:]
+            // Positions count per model; a Homebase serves a few models, so a short list beats a dictionary.
+            var positions: [(model: String, count: Int)] = []
             let now = self.clock.monotonicMs()
             var heldBack = false
-            for key in self.queue {
-                guard var job = self.jobs[key] else { continue }
-                let position = positions[job.request.model, default: 0] + 1
-                positions[job.request.model] = position
-                guard job.toldPosition.map({ position < $0 }) ?? true else { continue }
-                if !heldBackOnly, job.toldPosition != nil, now &- job.toldAtMs < self.limits.queueTellIntervalMs {
+            for i in self.queue.indices {
+                let model = self.queue[i].model
+                let position: Int
+                if let m = positions.firstIndex(where: { $0.model == model }) {
+                    positions[m].count += 1
+                    position = positions[m].count
+                } else {
+                    positions.append((model, 1))
+                    position = 1
+                }
+                let told = self.queue[i].toldPosition
+                guard told.map({ position < $0 }) ?? true else { continue }
+                if !heldBackOnly, told != nil, now &- self.queue[i].toldAtMs < self.limits.queueTellIntervalMs {
                     heldBack = true
                     continue
                 }
-                job.toldPosition = position
-                job.toldAtMs = now
-                self.jobs[key] = job
-                self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: job.token)
+                self.queue[i].toldPosition = position
+                self.queue[i].toldAtMs = now
+                let key = self.queue[i].key
+                guard let token = self.jobs[key]?.token else { continue }
+                self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: token)
             }
             // A place held back is told once the interval has passed, even if the queue does not move again.
             if heldBack, !self.tellScheduled {
@@ -442,7 +457,7 @@ extension InferenceServer {
                 return
             }
             if !hasSlot {
-                let position = self.queue.reduce(1) { $0 + (self.jobs[$1]?.request.model == request.model ? 1 : 0) }
+                let position = self.queue.reduce(1) { $0 + ($1.model == request.model ? 1 : 0) }
                 if let problem = self.queueTooSlow(model: request.model, position: position) {
                     self.refuse(.busy, problem, id: request.id, model: request.model, to: sender, channel: channel)
                     return
@@ -461,7 +476,7 @@ extension InferenceServer {
                 self.start(key)
             } else {
                 // Queued: told so at once, and where it stands, so its watchdog knows the wait is progress.
-                self.queue.append(key)
+                self.queue.append(Queued(key: key, model: request.model))
                 self.tellPositions()
             }
         }
@@ -591,7 +606,7 @@ extension InferenceServer {
                 self.paceForRunning()
                 self.startQueued()
             } else {
-                self.queue.removeAll { $0 == key }
+                self.queue.removeAll { $0.key == key }
                 self.tellPositions()
             }
         }
@@ -609,8 +624,8 @@ extension InferenceServer {
         private func startQueued() {
             var index = 0
             while index < self.queue.count, self.runningCount < self.limits.maxConcurrent {
-                let key = self.queue[index]
-                guard let model = self.jobs[key]?.request.model else {
+                let key = self.queue[index].key, model = self.queue[index].model
+                guard self.jobs[key] != nil else {
                     self.queue.remove(at: index)
                     continue
                 }
