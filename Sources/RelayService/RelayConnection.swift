@@ -87,8 +87,10 @@ final class RelayConnection: TCPConnectionDelegate {
             self.readHTTP(parser: p)
         case .websocket:
             self.session?.bytesReceived(nowMs: now)
-            if !self.parser!.holdsStorage { self.server.lendInputStorage(to: &self.parser!) }
-            self.parser!.append(bytes)
+            if self.parser?.holdsStorage == false, var spare = self.server.takeSpareInputStorage() {
+                self.parser?.adoptStorage(&spare)
+            }
+            self.parser?.append(bytes)
             self.readWebSocket()
         case .closing:
             break
@@ -179,7 +181,7 @@ final class RelayConnection: TCPConnectionDelegate {
             self.session = session
             self.server.webSocketOpened()
             if !leftover.isEmpty {
-                self.parser!.append(leftover)
+                self.parser?.append(leftover)
                 self.readWebSocket()
             }
         }
@@ -197,10 +199,10 @@ final class RelayConnection: TCPConnectionDelegate {
             }
             let event: WebSocketEvent?
             do {
-                event = try self.parser!.next()
+                event = try self.parser?.next()
             } catch {
-                if error == .messageTooBig {
-                    self.perform(self.session!.messageTooBig())
+                if error == .messageTooBig, let action = self.session?.messageTooBig() {
+                    self.perform(action)
                 } else {
                     self.closeWebSocket(code: error.closeCode, reason: "protocol_error")
                 }
@@ -214,10 +216,12 @@ final class RelayConnection: TCPConnectionDelegate {
                     self.pace(forMs: waitMs)
                 }
                 if opcode == .text {
-                    self.perform(self.session!.textMessageReceived())
+                    if let action = self.session?.textMessageReceived() { self.perform(action) }
                 } else {
                     self.server.metrics.framesReceived += 1
-                    self.perform(self.session!.messageReceived(payload[...], nowMs: self.server.nowMs))
+                    if let action = self.session?.messageReceived(payload[...], nowMs: self.server.nowMs) {
+                        self.perform(action)
+                    }
                 }
             case .ping(let data):
                 self.append(WebSocketFrameEncoder.encode(opcode: .pong, payload: data))
@@ -233,7 +237,7 @@ final class RelayConnection: TCPConnectionDelegate {
             }
         }
         // An idle connection holds no input storage: it goes back to the server's spares for the next read.
-        if case .websocket = self.phase, let storage = self.parser!.takeIdleStorage() {
+        if case .websocket = self.phase, let storage = self.parser?.takeIdleStorage() {
             self.server.recycleInputStorage(storage)
         }
     }
@@ -276,7 +280,8 @@ final class RelayConnection: TCPConnectionDelegate {
         case .verifyAuth(let pk, let signature, let nonce):
             let valid = Signature.verify(signature, message: nonce, context: SignatureContext.relayAuth, publicKey: pk)
             let admitted = self.server.admission.admits(pk)
-            let next = self.session!.authVerified(publicKey: pk, signatureValid: valid, admitted: admitted)
+            guard let next = self.session?.authVerified(publicKey: pk, signatureValid: valid, admitted: admitted)
+            else { return }
             if case .close = next {
                 self.perform(next)
             } else {

@@ -51,10 +51,11 @@ extension RelayServer {
 
     /// One STORE of `sender` is committed (or refused): live frames it held behind the STOREs done so far go.
     func storeCompleted(for sender: RelayConnection) {
+        guard let senderKey = sender.key else { return }  // held frames exist only after a login
         for h in sender.fleetOrder.storeCompleted() {
             if let t = self.presence.session(for: h.recipient) {
                 // The recipient logged in here meanwhile.
-                let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: sender.key!,
+                let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: senderKey,
                                                                                    payload: h.payload[...])
                 self.receipt(to: sender, sendID: h.sendID, delivered ? .delivered : .recipientOffline)
             } else {

@@ -47,7 +47,7 @@ public final class RelayServer: @unchecked Sendable {
     /// Connections with output gathered in this loop iteration.
     private var dirty: [RelayConnection] = []
     private var flushing: [RelayConnection] = []
-    /// Input storage of connections gone idle, lent to the next connection that reads (`lendInputStorage`):
+    /// Input storage of connections gone idle, lent to the next connection that reads (`takeSpareInputStorage`):
     /// at most 16 buffers of at most 64 KiB each, 1 MiB in all.
     private var spareInputStorage = SpareStorage(maxCount: 16, maxCapacity: 64 * 1024)
 
@@ -224,10 +224,8 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Gives `parser` input storage from the spares, if any: a connection that reads one frame at a time would
     /// otherwise allocate and free its storage on every read (idle connections hold none).
-    func lendInputStorage(to parser: inout WebSocketParser) {
-        guard var storage = self.spareInputStorage.take() else { return }
-        parser.adoptStorage(&storage)
-    }
+    /// Input storage an idle connection gave back, for a connection about to read (nil when none is spare).
+    func takeSpareInputStorage() -> [UInt8]? { self.spareInputStorage.take() }
 
     /// Keeps an idle connection's input storage for the next read of any connection, within the pool's bounds.
     func recycleInputStorage(_ storage: [UInt8]) {
@@ -503,8 +501,9 @@ public final class RelayServer: @unchecked Sendable {
                 if action != .none {
                     c.perform(action)
                     closes += 1
-                } else if c.readySent, self.stoppedReading(c, now: now) {
-                    c.perform(c.session!.outboundQueueOverflowed())
+                } else if c.readySent, self.stoppedReading(c, now: now),
+                          let overflow = c.session?.outboundQueueOverflowed() {
+                    c.perform(overflow)
                     closes += 1
                 } else if c.readySent, now >= c.lastHeardMs + limits.pingIntervalMs,
                           now >= c.lastPingMs + limits.pingIntervalMs {
