@@ -64,11 +64,9 @@ public final class AdvertPublisher: Sendable {
     public static func payload(host: PublicKey, status: RuntimeStatus, seq: UInt64, nowMs: UInt64,
                                envelopes: [Int] = [1]) -> AdvertPayload {
         let models = status.advertisedModels.map { m in
-            AdvertPayload.Model(tag: m.tag, family: m.family, parameterSize: m.parameterSize,
-                                quantization: m.quantization, capabilities: m.capabilities,
-                                contextLength: m.contextLength, loaded: m.loaded, cloud: m.cloud ? true : nil,
-                                contextSource: m.contextLength == nil ? nil : (m.contextServed ? "served" : "default"),
-                                unknown: m.unknown)
+            var model = m.advertised
+            model.contextSource = m.contextLength == nil ? nil : (m.contextServed ? "served" : "default")
+            return model
         }
         return AdvertPayload(host: host, seq: seq, issuedAt: nowMs,
                              runtime: AdvertPayload.Runtime(kind: status.kind.rawValue, version: status.version ?? ""),

@@ -1,19 +1,13 @@
 import HomebaseCore
 
-/// One model installed on the Homebase's runtime, as the advert describes it.
+/// One model installed on the Homebase's runtime: what the advert says of it (`advertised`, the one list of those
+/// fields) plus what only the daemon knows. Its fields read as its own (`m.tag`, `m.loaded`) through
+/// `advertised`; its JSON is the flat camelCase record it always was.
+@dynamicMemberLookup
 public struct RuntimeModelInfo: Codable, Sendable, Equatable {
-    public var tag: String
-    public var family: String
-    public var parameterSize: String
-    public var quantization: String
-    public var capabilities: [String]
-    public var contextLength: Int?
-    /// In memory now (Ollama `/api/ps`), so a request will not wait for a cold load.
-    public var loaded: Bool
-    /// A cloud stub (`remote_host` in `/api/tags`, e.g. `gpt-oss:120b-cloud`): the runtime forwards its prompts
-    /// to a third party. Never a trial model, and advertised only when the owner shares it
-    /// (`homebase config --share-cloud`).
-    public var cloud: Bool
+    /// The model as the advert describes it. `contextSource` stays nil here: the advert derives it from
+    /// `contextServed` (`AdvertPublisher.payload`). `cloud` is true or nil, read as a `Bool` through `cloud`.
+    public var advertised: AdvertPayload.Model
     /// What the model was trained for (`/api/show`'s `<arch>.context_length`); `contextLength` is what is
     /// served: `/api/ps`'s once loaded (`contextServed`), else this capped at Ollama's default.
     public var trainedContextLength: Int?
@@ -25,28 +19,36 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     public var vramBytes: Int64?
     public var unloadsAtMs: UInt64?
 
-    /// The advert fields this runtime cannot tell (an OpenAI-compatible server that only lists model ids):
-    /// `family`, `parameter_size`, `quantization`, `context_length`, `loaded`, `capabilities`. Those fields
-    /// then hold their empty value (`""`, absent, `false`) or, for `capabilities`, a guess from the name, and
-    /// the advert says so rather than invent them. `nil` (Ollama): everything is known.
-    public var unknown: [String]?
-
+    /// `unknown`: the advert fields this runtime cannot tell (an OpenAI-compatible server that only lists model
+    /// ids); those then hold their empty value or, for `capabilities`, a guess from the name. `nil` (Ollama):
+    /// everything is known.
     public init(tag: String, family: String, parameterSize: String, quantization: String, capabilities: [String],
                 contextLength: Int?, loaded: Bool, cloud: Bool = false, unknown: [String]? = nil) {
-        self.tag = tag
-        self.family = family
-        self.parameterSize = parameterSize
-        self.quantization = quantization
-        self.capabilities = capabilities
-        self.contextLength = contextLength
-        self.loaded = loaded
-        self.cloud = cloud
-        self.unknown = unknown
+        self.advertised = AdvertPayload.Model(tag: tag, family: family, parameterSize: parameterSize,
+                                              quantization: quantization, capabilities: capabilities,
+                                              contextLength: contextLength, loaded: loaded,
+                                              cloud: cloud ? true : nil, unknown: unknown)
+    }
+
+    /// The advert's fields (`tag`, `family`, `parameterSize`, `quantization`, `capabilities`, `contextLength`,
+    /// `loaded`, `unknown`), read and written in place.
+    public subscript<T>(dynamicMember field: WritableKeyPath<AdvertPayload.Model, T>) -> T {
+        get { self.advertised[keyPath: field] }
+        set { self.advertised[keyPath: field] = newValue }
+    }
+
+    /// A cloud stub (`remote_host` in `/api/tags`, e.g. `gpt-oss:120b-cloud`): the runtime forwards its prompts
+    /// to a third party. Never a trial model, and advertised only when the owner shares it
+    /// (`homebase config --share-cloud`). The advert carries `true`, or nothing for a local model.
+    public var cloud: Bool {
+        get { self.advertised.cloud == true }
+        set { self.advertised.cloud = newValue ? true : nil }
     }
 
     /// `ModelCapabilities.canComplete`: the rule the handset applies too.
-    public var canComplete: Bool { ModelCapabilities.canComplete(self.capabilities) }
+    public var canComplete: Bool { ModelCapabilities.canComplete(self.advertised.capabilities) }
 
+    /// The flat record's keys (camelCase, unlike the advert's snake_case wire).
     enum CodingKeys: String, CodingKey {
         case tag, family, parameterSize, quantization, capabilities, contextLength, loaded, cloud
         case trainedContextLength, contextServed
@@ -56,20 +58,40 @@ public struct RuntimeModelInfo: Codable, Sendable, Equatable {
     /// Reports written before `cloud` existed read as local models.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.tag = try c.decode(String.self, forKey: .tag)
-        self.family = try c.decode(String.self, forKey: .family)
-        self.parameterSize = try c.decode(String.self, forKey: .parameterSize)
-        self.quantization = try c.decode(String.self, forKey: .quantization)
-        self.capabilities = try c.decode([String].self, forKey: .capabilities)
-        self.contextLength = try c.decodeIfPresent(Int.self, forKey: .contextLength)
-        self.loaded = try c.decode(Bool.self, forKey: .loaded)
-        self.cloud = try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false
+        self.init(tag: try c.decode(String.self, forKey: .tag),
+                  family: try c.decode(String.self, forKey: .family),
+                  parameterSize: try c.decode(String.self, forKey: .parameterSize),
+                  quantization: try c.decode(String.self, forKey: .quantization),
+                  capabilities: try c.decode([String].self, forKey: .capabilities),
+                  contextLength: try c.decodeIfPresent(Int.self, forKey: .contextLength),
+                  loaded: try c.decode(Bool.self, forKey: .loaded),
+                  cloud: try c.decodeIfPresent(Bool.self, forKey: .cloud) ?? false,
+                  unknown: try c.decodeIfPresent([String].self, forKey: .unknown))
         self.trainedContextLength = try c.decodeIfPresent(Int.self, forKey: .trainedContextLength)
         self.contextServed = try c.decodeIfPresent(Bool.self, forKey: .contextServed) ?? false
         self.memoryBytes = try c.decodeIfPresent(Int64.self, forKey: .memoryBytes)
         self.vramBytes = try c.decodeIfPresent(Int64.self, forKey: .vramBytes)
         self.unloadsAtMs = try c.decodeIfPresent(UInt64.self, forKey: .unloadsAtMs)
-        self.unknown = try c.decodeIfPresent([String].self, forKey: .unknown)
+    }
+
+    /// The record as before `advertised` existed: `cloud` always written, absent optionals left out.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        let m = self.advertised
+        try c.encode(m.tag, forKey: .tag)
+        try c.encode(m.family, forKey: .family)
+        try c.encode(m.parameterSize, forKey: .parameterSize)
+        try c.encode(m.quantization, forKey: .quantization)
+        try c.encode(m.capabilities, forKey: .capabilities)
+        try c.encodeIfPresent(m.contextLength, forKey: .contextLength)
+        try c.encode(m.loaded, forKey: .loaded)
+        try c.encode(self.cloud, forKey: .cloud)
+        try c.encodeIfPresent(self.trainedContextLength, forKey: .trainedContextLength)
+        try c.encode(self.contextServed, forKey: .contextServed)
+        try c.encodeIfPresent(self.memoryBytes, forKey: .memoryBytes)
+        try c.encodeIfPresent(self.vramBytes, forKey: .vramBytes)
+        try c.encodeIfPresent(self.unloadsAtMs, forKey: .unloadsAtMs)
+        try c.encodeIfPresent(m.unknown, forKey: .unknown)
     }
 }
 
