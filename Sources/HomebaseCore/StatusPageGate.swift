@@ -51,6 +51,10 @@ public struct StatusPageGate: Sendable {
         /// `GET /?token=T` with the right token: set the cookie and redirect to `/` (the token leaves the URL bar).
         case login
         case refuse(status: Int, reason: String)
+
+        /// The refusal of a Host this page does not answer to (DNS rebinding): the server may ask the machine for
+        /// its addresses again before it believes it.
+        public static let hostNotAllowed = Decision.refuse(status: 403, reason: "host not allowed")
     }
 
     public struct Configuration: Sendable, Equatable {
@@ -108,7 +112,7 @@ public struct StatusPageGate: Sendable {
     public func decide(_ head: HTTPRequestHead, bodyBytes: Int = 0) -> Decision {
         guard let hostHeader = head.header("Host") else { return .refuse(status: 400, reason: "no Host header") }
         guard let host = Self.hostName(hostHeader), self.hostAllowed(host) else {
-            return .refuse(status: 403, reason: "host not allowed")
+            return .hostNotAllowed
         }
         if max(bodyBytes, head.contentLength ?? 0) > self.configuration.maxBodyBytes {
             return .refuse(status: 413, reason: "request body too large")

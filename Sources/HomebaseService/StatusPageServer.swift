@@ -132,7 +132,7 @@ public final class StatusPageServer: Sendable {
 
     func handle(_ request: HTTPServerRequest, _ writer: HTTPResponseWriter) {
         var decision = self.gate.decide(request.head, bodyBytes: request.body.count)
-        if decision == .refuse(status: 403, reason: "host not allowed"), self.refreshOwnHosts() {
+        if decision == .hostNotAllowed, self.refreshOwnHosts() {
             decision = self.gate.decide(request.head, bodyBytes: request.body.count)
         }
         switch decision {

@@ -109,8 +109,9 @@ struct HomebaseCommands {
     }
 
     func models() async throws {
-        let shared = try self.state.settings().sharedCloudModels
-        let client = OllamaManagementClient(endpoint: try self.state.settings().ollamaURL, http: HTTPClient())
+        let settings = try self.state.settings()
+        let shared = settings.sharedCloudModels
+        let client = OllamaManagementClient(endpoint: settings.ollamaURL, http: HTTPClient())
         var loaded: Set<String>?
         func direct(_ m: OllamaInstalledModel) async -> DaemonStatus.Model {
             if loaded == nil { loaded = Set((try? await client.ps())?.map(\.name) ?? []) }
@@ -126,15 +127,14 @@ struct HomebaseCommands {
             models = d.models
             // The daemon's view lags a pull (or an rm) by up to its re-probe interval (issue 39): Ollama, next to
             // us, says what is installed now; the daemon's richer entries stay for the models it knows.
-            if try self.state.settings().runtime == .ollama, let tags = try? await client.tags() {
+            if settings.runtime == .ollama, let tags = try? await client.tags() {
                 let names = Set(tags.map(\.name))
                 models.removeAll { !names.contains($0.tag) }
                 for m in tags where !models.contains(where: { $0.tag == m.name }) { models.append(await direct(m)) }
             }
-        } else if try self.state.settings().runtime == .openAICompatible {
+        } else if settings.runtime == .openAICompatible {
             // No daemon: ask the server directly, so the command works either way.
-            let url = try self.state.settings().ollamaURL
-            models = try await OpenAICompatibleClient(endpoint: url, http: HTTPClient()).snapshot().models
+            models = try await OpenAICompatibleClient(endpoint: settings.ollamaURL, http: HTTPClient()).snapshot().models
         } else {
             // No daemon: ask Ollama directly, so the command works either way.
             for m in try await client.tags() { models.append(await direct(m)) }
@@ -199,15 +199,21 @@ struct HomebaseCommands {
         print(renderer.successLine(atMs: Posix.monotonicMs))
     }
 
-    /// The runtime's model tags: the running daemon's last view, else Ollama asked directly; nil when neither
-    /// answers (then nothing can be said about a tag).
+    /// The runtime's model tags: the running daemon's last view, else the runtime asked directly (Ollama's
+    /// `/api/tags`, or an OpenAI-compatible server's `/v1/models`); nil when neither answers (then nothing can be
+    /// said about a tag).
     func installedModels() async -> [String]? {
         if let d = self.state.liveDaemonStatus(), d.runtimeAvailable { return d.models.map(\.tag) }
-        guard let url = try? self.state.settings().ollamaURL else { return nil }
+        guard let settings = try? self.state.settings() else { return nil }
         var configuration = OllamaManagementClient.Configuration()
         configuration.connectTimeout = .seconds(2)
         configuration.requestTimeout = .seconds(5)
-        let client = OllamaManagementClient(endpoint: url, http: HTTPClient(), configuration: configuration)
+        if settings.runtime == .openAICompatible {
+            let client = OpenAICompatibleClient(endpoint: settings.ollamaURL, http: HTTPClient(),
+                                                configuration: configuration)
+            return (try? await client.snapshot())?.listed.map(\.id)
+        }
+        let client = OllamaManagementClient(endpoint: settings.ollamaURL, http: HTTPClient(), configuration: configuration)
         return (try? await client.tags())?.map(\.name)
     }
 
@@ -215,14 +221,16 @@ struct HomebaseCommands {
     /// be pulled later).
     func warnMissing(_ tags: [String], what: String) async {
         guard !tags.isEmpty, !(tags == ["*"]) else { return }
+        let ollama = (try? self.state.settings().runtime) != .openAICompatible
+        let runtime = ollama ? "Ollama" : "the runtime"
         guard let installed = await self.installedModels() else {
-            CLI.warn("could not ask Ollama which models it has, so \(tags.joined(separator: ", ")) went unchecked "
-                     + "(is Ollama running? 'homebase status' says)")
+            CLI.warn("could not ask \(runtime) which models it has, so \(tags.joined(separator: ", ")) went unchecked "
+                     + "(is it running? 'homebase status' says)")
             return
         }
         for tag in HomebaseSettings.missingModels(tags, installed: installed) {
-            CLI.warn("Ollama has no model '\(tag)' (\(what)); 'homebase models' lists what it has, "
-                     + "'homebase pull \(tag)' downloads it")
+            CLI.warn("\(ollama ? "Ollama" : "The runtime") has no model '\(tag)' (\(what)); 'homebase models' lists "
+                     + "what it has" + (ollama ? ", 'homebase pull \(tag)' downloads it" : ""))
         }
     }
 

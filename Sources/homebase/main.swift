@@ -76,7 +76,7 @@ await CLI.main(tool: "homebase") {
         guard let relay = args.value("relay") ?? previous?.relayURL else { throw UsageError("init needs --relay URL") }
         let relayURL = try CLI.relayURL(relay)
         var ollama = args.value("ollama") ?? previous?.ollamaURL ?? HomebaseSettings.defaultOllamaURL
-        guard ollama.hasPrefix("http://") || ollama.hasPrefix("https://"), RelayURL(ollama) != nil else {
+        guard OllamaRuntimeVerifier.isHTTPURL(ollama) else {
             throw UsageError("'\(ollama)' is not an http:// or https:// URL (e.g. http://127.0.0.1:11434)")
         }
         var runtimeKind = args.value("ollama") != nil ? .ollama : previous?.runtime ?? .ollama
@@ -84,8 +84,9 @@ await CLI.main(tool: "homebase") {
         var verifiedRuntime: (kind: RuntimeKind, endpoint: String)?
         if args.value("runtime") != nil || args.value("endpoint") != nil {
             if args.value("ollama") != nil { throw UsageError("give either --ollama URL or --runtime/--endpoint, not both") }
+            // Without --endpoint, the runtime is looked for where the Homebase already points (or Ollama's default).
             verifiedRuntime = try await RuntimeSetup.verify(kindArgument: args.value("runtime"),
-                                                            endpoint: args.value("endpoint"))
+                                                            endpoint: args.value("endpoint") ?? previous?.ollamaURL)
             ollama = verifiedRuntime!.endpoint
             runtimeKind = verifiedRuntime!.kind
         }
@@ -93,15 +94,14 @@ await CLI.main(tool: "homebase") {
         let state = try existing ?? HomebaseState(path: dir.databasePath)
         let name = args.value("name") ?? previous?.deviceName
             ?? (ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "homebase")
-        var settings = HomebaseSettings(relayURL: relayURL, ollamaURL: ollama, deviceName: name, runtime: runtimeKind)
-        if let previous {
-            // Running init again changes where to connect, not what the owner configured.
-            settings.pinnedModels = previous.pinnedModels
-            settings.maxConcurrentRequests = previous.maxConcurrentRequests
-            settings.maxQueuedRequests = previous.maxQueuedRequests
-            settings.sharedCloudModels = previous.sharedCloudModels
-            settings.runtimeParallel = previous.runtimeParallel
-        }
+        // Running init again changes where to connect and the name, not what the owner configured: every other
+        // setting, present or added later, is kept.
+        var settings = previous
+            ?? HomebaseSettings(relayURL: relayURL, ollamaURL: ollama, deviceName: name, runtime: runtimeKind)
+        settings.relayURL = relayURL
+        settings.ollamaURL = ollama
+        settings.deviceName = name
+        settings.runtime = runtimeKind
         let pk = try state.initialize(settings: settings, nowMs: Posix.wallClockMs)
         if verifiedRuntime != nil { try state.setVerifiedEndpoint(settings.verifiedRuntimeIdentity) }
         print(pk.hex)
