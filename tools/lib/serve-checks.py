@@ -458,8 +458,9 @@ def hostile():
     slow = {}
 
     def slowloris():
-        # Half a request head, then one byte a second: the server must close it (10 s for head and body).
-        h, port = host_port(args.guest)
+        # Half a request head, then one byte a second: the server must close it (10 s for head and body). Sent to
+        # the handset's serve, the one whose answers keep flowing meanwhile.
+        h, port = host_port(args.handset)
         s = socket.create_connection((h, port), timeout=30)
         t0 = time.monotonic()
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -490,7 +491,7 @@ def hostile():
     h, g = args.handset, args.guest
     chat = {"model": M, "messages": [{"role": "user", "content": "hi"}]}
     big = json.dumps({"model": M, "messages": [{"role": "user", "content": "x" * (1 << 20)}]}).encode()
-    st, sent = oversized(g, request("POST", "/v1/chat/completions", big))
+    st, sent = oversized(h, request("POST", "/v1/chat/completions", big))
     check("hostile: a body over 1 MiB gets 413", st == 413, f"{st}, {sent} of {len(big)} body bytes sent")
     st, _, body = raw(g, request("POST", "/v1/chat/completions", b'{"model": "x", "messages": [{"role": '))
     e = openai_error(body)
@@ -518,7 +519,8 @@ def hostile():
     check("hostile: a wrong type gets 400", st == 400, f"{st}")
 
     lori.join(30)
-    check("hostile: a slowloris request is closed after about 10 s", 8 <= slow.get("s", 99) <= 20,
+    check("hostile: a slowloris request gets 408 and is closed after about 10 s",
+          8 <= slow.get("s", 99) <= 20 and slow.get("status") == 408,
           f"closed after {slow.get('s', 0):.1f} s, status {slow.get('status')}")
     stop.set()
     flowing.join(30)
