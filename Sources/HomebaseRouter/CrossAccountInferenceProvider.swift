@@ -7,7 +7,7 @@ import HomebaseNode
 /// As `SiblingInferenceProvider`, plus the conversation cache (Protocol/messages.md §5): a follow-up sends
 /// only the messages the host does not hold yet, with `conversation {id, base_count, base_digest}`. On
 /// `infer.error cache_miss` it retries exactly once with the whole conversation and no `base_*` fields (a new
-/// request id) before falling back. It never fails.
+/// request id) before it fails with the reason (`FallbackProvider` answers then).
 public struct CrossAccountInferenceProvider: LLMProvider {
     public let client: RelayInferenceClient
     /// Shared by every provider for the same messenger, so a chat session's next turn finds the last one.

@@ -21,8 +21,8 @@ public struct RelayInferenceClient: Sendable {
     public let channel: Channel
     public let model: String
     public let watchdogs: InferenceClientStateMachine.Watchdogs
-    /// Milliseconds; every watchdog decision reads it. Timers sleep for the time it says is left.
-    /// Times the watchdogs: monotonic, so a step of the wall clock neither fires nor stalls them.
+    /// Times the watchdogs: monotonic, so a step of the wall clock neither fires nor stalls them. Every watchdog
+    /// decision reads it; timers sleep for the time it says is left.
     public let clock: MonotonicClock
     let newRequestID: @Sendable () -> String
     let logger: Logger

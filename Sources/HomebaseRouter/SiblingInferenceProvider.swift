@@ -5,8 +5,9 @@ import HomebaseNode
 /// The sibling shape of design.md §R4: this account's own Homebase over the sealed sibling channel (`sync_delta`).
 ///
 /// Every request goes whole (siblings have no conversation cache). Any failure — a watchdog, an
-/// `infer.error`, a refused receipt, a lost relay — and any request with tools is answered by the
-/// on-device fallback; see `RelayInferenceClient`. It never fails.
+/// `infer.error`, a refused receipt, a lost relay — and any request with tools ends the stream with
+/// `.failed(reason)` (see `RelayInferenceClient`); the router's `FallbackProvider`, the one fallback layer,
+/// then answers on-device.
 public struct SiblingInferenceProvider: LLMProvider {
     public let client: RelayInferenceClient
 

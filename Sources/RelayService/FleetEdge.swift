@@ -62,6 +62,9 @@ final class FleetEdge {
             deliver(message, m.reply)
         }
         self.held[key] = (claim, sub)
+        // Said again once subscribed: two edges whose requests crossed (each heard "no responders" before the other
+        // subscribed) hear each other's claim now, and the older login yields. This edge's own copy is ignored.
+        try self.bus.publish(subject, FleetMessage.claim(claim).encoded())
     }
 
     /// `key`'s connection `connection` ended: let go of its subject, unless a newer login on this edge holds it.

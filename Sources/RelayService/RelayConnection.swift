@@ -190,6 +190,11 @@ final class RelayConnection: TCPConnectionDelegate {
     // MARK: WebSocket
 
     private func readWebSocket() {
+        // The upgrade sets both before the phase becomes .websocket; without them nothing could be read or answered.
+        guard self.parser != nil, self.session != nil else {
+            assertionFailure("a WebSocket connection without its parser or session")
+            return self.closeWebSocket(code: 1011, reason: "internal_error")
+        }
         var handled = 0
         while case .websocket = self.phase {
             if self.paced || self.turnSpent { break }
