@@ -72,9 +72,10 @@ public struct HomebaseCheckOptions: Sendable {
 ///   `finish_reason` stop or length, nothing for that id in the 1 s after.
 ///   `infer.queued` may come between the accept and the first chunk, each with a `position` ≥ 1 lower than the
 ///   last; a chunk with `reasoning` has an empty `text`.
-/// - `queue-told`: two requests at once for one model; one that waited for the other (its first chunk after the
-///   other's end) was told so by `infer.queued` within 1 s of its accept (a host whose runtime served both at
-///   once makes it skip).
+/// - `queue-told`: two requests at once for one model (`queuePrompts`, asking for long answers); one that was
+///   still waiting 1 s after its accept (its first chunk after the other's end, and that more than 1 s after its
+///   accept) was told so by `infer.queued` within 1 s of its accept. A host whose runtime served both at once,
+///   or answered so fast that nothing waited a second, makes it skip.
 /// - `reasoning-apart` (a granted model with the `thinking` capability): its answer carries reasoning only in
 ///   chunks' `reasoning` (their `text` empty), at least one such chunk, and ordering holds; skipped without one.
 /// - `model-unavailable`: a model no host has ends in `infer.error model_unavailable`; when the grant is a list
@@ -108,6 +109,14 @@ public enum HomebaseChecks {
     /// cancel arrives (a runtime whose answers are short makes that check skip).
     public static let cancelPrompt =
         "Tell a long, detailed story about a lighthouse keeper and the sea, at least 1000 words."
+
+    /// The prompts of `queue-told`, two (a guest's default limit of requests at once): long answers (up to 200
+    /// tokens), so that on a runtime that runs one request at a time the second waits more than a second (the
+    /// emulator's answers to them are 48 and 47 words).
+    public static let queuePrompts = [
+        "Name three mountains and say who first climbed each.",
+        "Name three deserts and say how large each one is.",
+    ]
 
     /// The seed file inside `--state`.
     public static let keyFileName = "guest.key"
@@ -564,11 +573,12 @@ private final class HomebaseCheckRun {
         }
     }
 
-    /// Two requests at once; one that waited for the other must have been told by `infer.queued`.
+
+    /// Two requests at once; one still waiting for the other 1 s after its accept must have been told by then
+    /// (messages.md host rule 7: a shorter wait need not be told).
     private func queueTold() throws -> CheckOutcome {
         try self.withModel { model in
-            let requests = [self.request(model: model, prompt: "Name three rivers."),
-                            self.request(model: model, prompt: "Name three mountains.")]
+            let requests = HomebaseChecks.queuePrompts.map { self.request(model: model, prompt: $0, maxTokens: 200) }
             let start = self.s.log.count
             for r in requests { try self.s.send(.inferRequest(r), store: false) }
             let ids = requests.map(\.id)
@@ -584,24 +594,7 @@ private final class HomebaseCheckRun {
             for x in exchanges {
                 if let problem = Self.orderingProblem(x) { return .fail(problem) }
             }
-            var waited = false
-            for (i, x) in exchanges.enumerated() {
-                let other = exchanges[1 - i]
-                guard let firstChunk = x.messages.first(where: { if case .inferChunk = $0.message { true } else { false } }),
-                      let otherEnd = other.messages.first(where: { $0.message.isInferTerminal }),
-                      let accept = x.messages.first, firstChunk.at > otherEnd.at
-                else { continue }
-                waited = true
-                guard let queued = x.messages.first(where: { if case .inferQueued = $0.message { true } else { false } })
-                else {
-                    return .fail("a request waited for the other's end (first chunk \(Self.ms(firstChunk.at - accept.at)) ms "
-                                 + "after its accept) without infer.queued")
-                }
-                if queued.at - accept.at > .seconds(1) {
-                    return .fail("infer.queued came \(Self.ms(queued.at - accept.at)) ms after the accept (at most 1 s)")
-                }
-            }
-            return waited ? .pass : .skip("the host's runtime served both at once: nothing waited")
+            return HomebaseChecks.queueToldOutcome(exchanges.map(\.messages))
         }
     }
 
@@ -784,4 +777,38 @@ struct Reason: Error {
 
 private final class ErrorBox: @unchecked Sendable {
     var error: (any Error)?
+}
+
+extension HomebaseChecks {
+    /// `queue-told`'s judgement of what requests sent at once received: one that was still waiting 1 s after its
+    /// accept (its first chunk came after another request's end, and that end more than 1 s after its accept) must
+    /// have had `infer.queued` within 1 s of its accept. Pass when one such request was told in time; skip when
+    /// none waited that long (messages.md host rule 7 asks no word for a shorter wait).
+    static func queueToldOutcome(_ exchanges: [[HomebaseGuestSession.Received]]) -> CheckOutcome {
+        var waited = false
+        var waitedLong = false
+        for (i, messages) in exchanges.enumerated() {
+            guard let accept = messages.first, case .inferAccept = accept.message,
+                  let firstChunk = messages.first(where: { if case .inferChunk = $0.message { true } else { false } })
+            else { continue }
+            // The latest end of another request before this one's first chunk: it waited at least until then.
+            let waitedFor = exchanges.indices.filter { $0 != i }
+                .compactMap { exchanges[$0].first(where: { $0.message.isInferTerminal })?.at }
+                .filter { $0 < firstChunk.at }.max()
+            guard let waitedUntil = waitedFor else { continue }
+            waited = true
+            guard waitedUntil - accept.at > .seconds(1) else { continue }
+            waitedLong = true
+            guard let queued = messages.first(where: { if case .inferQueued = $0.message { true } else { false } }) else {
+                return .fail("a request waited for another's end \(HomebaseCheckRun.ms(waitedUntil - accept.at)) ms after its accept "
+                             + "(first chunk at \(HomebaseCheckRun.ms(firstChunk.at - accept.at)) ms) without infer.queued")
+            }
+            if queued.at - accept.at > .seconds(1) {
+                return .fail("infer.queued came \(HomebaseCheckRun.ms(queued.at - accept.at)) ms after the accept (at most 1 s)")
+            }
+        }
+        if waitedLong { return .pass }
+        return .skip(waited ? "no request waited more than 1 s (the answers were too short to tell)"
+                            : "the host's runtime served them at once: nothing waited")
+    }
 }

@@ -218,8 +218,8 @@ public struct InferAccept: Codable, Equatable, Sendable {
     }
 }
 
-/// `infer.queued`: an accepted request waits for the runtime; `position` 1 is next to start. Sent after the
-/// accept and again each time the request moves up; a requester counts an advance as progress.
+/// `infer.queued`: an accepted request waits for the runtime; `position` 1 is next to start. Sent to a request
+/// still queued 1 s after its accept (at most), then as it moves up; a requester counts an advance as progress.
 public struct InferQueued: Codable, Equatable, Sendable {
     public var id: String
     public var position: Int

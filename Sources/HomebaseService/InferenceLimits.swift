@@ -16,10 +16,15 @@ public struct InferenceLimits: Sendable, Equatable {
     /// to start within it (the recent answer time of its model times its turn) is refused at once with `busy`,
     /// so its requester falls back now rather than at its watchdog.
     public var queueWaitBudgetMs: UInt64 = 90_000
-    /// A queued request hears of its place at once, then of a better place at most this often. Telling every
-    /// queued request at every advance cost one sealed message per queued request per finished one: with 36
-    /// queued behind 64 streams, 5.6 times the Homebase's CPU (tools/bench-ab). Once a second keeps the client's
-    /// first-output watchdog (90 s) moving all the same.
+    /// A request still queued this long after its accept hears of its place (messages.md host rule 7: by 1 s at
+    /// the latest); one that starts sooner is never told. A tell at once cost one more sealed message per queued
+    /// request: under a steady load of short answers (100 streams, 36 of them waiting about 0.3 s) 8 % of the
+    /// Homebase's CPU (tools/bench-ab), for a wait nobody sees.
+    public var queueTellDelayMs: UInt64 = 500
+    /// Then it hears of a better place at most this often. Telling every queued request at every advance cost one
+    /// sealed message per queued request per finished one: with 36 queued behind 64 streams, 5.6 times the
+    /// Homebase's CPU (tools/bench-ab). Once a second keeps the client's first-output watchdog (90 s) moving all
+    /// the same.
     public var queueTellIntervalMs: UInt64 = 1_000
     /// Request limits from the protocol; over any: `bad_request`.
     public var maxMessages: Int

@@ -65,10 +65,13 @@ public final class InferenceServer: Sendable {
         let keepAnswer: Bool
         /// When it was admitted (wall clock, ms), for the status page.
         let admittedAtMs: UInt64
+        /// When it was admitted (monotonic ms), for its time to first token and how long it took.
+        let admittedAtMonotonicMs: UInt64
+        /// Its model can think (capability `thinking`), as the runtime said at admission: `think` goes only to
+        /// such a model (Ollama refuses an effort for any other, 400).
+        let thinks: Bool
         /// When it got its slot (monotonic ms), for its tokens per second.
         var startedAtMonotonicMs: UInt64 = 0
-        /// When it was admitted (monotonic ms), for its time to first token and how long it took.
-        var admittedAtMonotonicMs: UInt64 = 0
         /// The answer streaming, once the job has a slot.
         var stream: InferenceStream?
         var running: Bool { self.stream != nil }
@@ -79,9 +82,51 @@ public final class InferenceServer: Sendable {
     struct Queued {
         let key: Key
         let model: String
+        /// When it was queued (monotonic ms): it is told its place `queueTellDelayMs` after.
+        let queuedAtMs: UInt64
         /// The position last told the requester (`infer.queued`), and when (monotonic ms).
         var toldPosition: Int?
         var toldAtMs: UInt64 = 0
+
+        init(key: Key, model: String, queuedAtMs: UInt64) {
+            self.key = key
+            self.model = model
+            self.queuedAtMs = queuedAtMs
+        }
+    }
+
+    /// Per model served: requests streaming now and how long a whole answer took lately (ms, a moving average),
+    /// to judge whether the queue can start a request within the requester's first-output window. A Homebase
+    /// serves a few models (only advertised ones are admitted), so a short array scanned by name beats a
+    /// dictionary, whose every lookup hashed the name: four a request, about 1,000 instructions of a stream's
+    /// 500,000 (tools/bench-instructions).
+    struct ModelLoads {
+        private var entries: [(model: String, running: Int, answerMs: Double?)] = []
+
+        func running(_ model: String) -> Int {
+            self.entries.first { $0.model == model }?.running ?? 0
+        }
+
+        func answerMs(_ model: String) -> Double? {
+            self.entries.first { $0.model == model }?.answerMs
+        }
+
+        mutating func started(_ model: String) {
+            if let i = self.entries.firstIndex(where: { $0.model == model }) {
+                self.entries[i].running += 1
+            } else {
+                self.entries.append((model, 1, nil))
+            }
+        }
+
+        /// One of `model`'s requests ended; `tookMs`: it answered whole, in that long.
+        mutating func ended(_ model: String, tookMs: Double?) {
+            guard let i = self.entries.firstIndex(where: { $0.model == model }) else { return }
+            self.entries[i].running = max(0, self.entries[i].running - 1)
+            if let took = tookMs {
+                self.entries[i].answerMs = self.entries[i].answerMs.map { $0 * 0.7 + took * 0.3 } ?? took
+            }
+        }
     }
 
     /// What a decision set off that calls back into the server: handled after the lock is let go.
@@ -90,7 +135,7 @@ public final class InferenceServer: Sendable {
         case ended(InferenceStream.End, key: Key, token: UInt64)
         /// A RECEIPT said the requester is gone (for an accept or a chunk).
         case requesterGone(key: Key, token: UInt64)
-        /// A queued request's better place was held back by `queueTellIntervalMs`: tell it now.
+        /// A queued request's place was held back (`queueTellDelayMs`, `queueTellIntervalMs`): tell it if due.
         case tellPositions
     }
 
@@ -257,16 +302,13 @@ extension InferenceServer {
         let readCadence: HTTPReadCadence?
         /// The server, for callbacks (they defer work to it).
         weak var server: InferenceServer?
-        /// A `tellPositions` pass is scheduled (`queueTellIntervalMs`).
-        var tellScheduled = false
+        /// When the scheduled `tellPositions` pass is due (monotonic ms), nil when none is.
+        var tellScheduledAtMs: UInt64?
 
         var jobs: [Key: Job] = [:]
         var runningCount = 0
-        /// Requests streaming per model, each at most `limits.runtimeParallel`.
-        var runningByModel: [String: Int] = [:]
-        /// How long a whole answer of each model took lately (ms, a moving average), to judge whether the queue
-        /// can start a request within the requester's first-output window.
-        var answerMs: [String: Double] = [:]
+        /// Requests streaming per model, each at most `limits.runtimeParallel`, and how long its answers took.
+        var models = ModelLoads()
         /// Admitted requests waiting for a slot, oldest first. At most `limits.maxQueued`, so removal by scan is cheap.
         var queue: [Queued] = []
         var nextToken: UInt64 = 0
@@ -283,9 +325,9 @@ extension InferenceServer {
         var admittedTotal = 0
         var endedPieces = 0
         /// Errors sent and requests their requester gave up on, newest last (`InferenceActivity.maxEvents`).
-        var events: [InferenceEvent] = []
+        var events = NewestList<InferenceEvent>(capacity: InferenceActivity.maxEvents)
         /// Requests that ended, newest last (`InferenceActivity.maxFinished`).
-        var finished: [FinishedRequest] = []
+        var finished = NewestList<FinishedRequest>(capacity: InferenceActivity.maxFinished)
 
         init(engine: any ChatEngine, runtime: any RuntimeStatusSource, messenger: any PeerMessenger,
              authorizer: any InferenceAuthorizer, limits: InferenceLimits, readCadence: HTTPReadCadence?,
@@ -314,13 +356,13 @@ extension InferenceServer {
         /// Whether a request for `model` may start now.
         private func hasSlot(for model: String) -> Bool {
             self.runningCount < self.limits.maxConcurrent
-                && self.runningByModel[model, default: 0] < self.limits.runtimeParallel
+                && self.models.running(model) < self.limits.runtimeParallel
         }
 
         /// Why the queue cannot be expected to start a request for `model` at `position` within the requester's
         /// first-output window, or nil. Judged from how long its answers took lately (unknown: admitted).
         private func queueTooSlow(model: String, position: Int) -> String? {
-            guard let average = self.answerMs[model] else { return nil }
+            guard let average = self.models.answerMs(model) else { return nil }
             let parallel = max(1, self.limits.runtimeParallel)
             let turns = (position + parallel - 1) / parallel
             let expected = average * Double(turns)
@@ -328,14 +370,14 @@ extension InferenceServer {
             return "the host is busy: queue position \(position) for \(model), about \(Int(expected / 1000)) s before it could start"
         }
 
-        /// Tells each queued requester whose position improved where it stands now (`infer.queued`): at once the
-        /// first time, then at most once per `queueTellIntervalMs`. `heldBackOnly`: the scheduled pass after the
-        /// interval, which tells what was held back without asking the clock again.
-        private func tellPositions(heldBackOnly: Bool = false) {
+        /// Tells each queued requester whose position improved where it stands now (`infer.queued`): the first
+        /// time once it has waited `queueTellDelayMs`, then at most once per `queueTellIntervalMs`. A place not yet
+        /// due is told by a pass scheduled for the earliest such moment, even if the queue does not move again.
+        private func tellPositions() {
             // Positions count per model; a Homebase serves a few models, so a short list beats a dictionary.
             var positions: [(model: String, count: Int)] = []
             let now = self.clock.monotonicMs()
-            var heldBack = false
+            var nextDue: UInt64?
             for i in self.queue.indices {
                 let model = self.queue[i].model
                 let position: Int
@@ -348,8 +390,11 @@ extension InferenceServer {
                 }
                 let told = self.queue[i].toldPosition
                 guard told.map({ position < $0 }) ?? true else { continue }
-                if !heldBackOnly, told != nil, now &- self.queue[i].toldAtMs < self.limits.queueTellIntervalMs {
-                    heldBack = true
+                let due = told == nil
+                    ? self.queue[i].queuedAtMs &+ self.limits.queueTellDelayMs
+                    : self.queue[i].toldAtMs &+ self.limits.queueTellIntervalMs
+                guard due <= now else {
+                    nextDue = min(nextDue ?? due, due)
                     continue
                 }
                 self.queue[i].toldPosition = position
@@ -358,15 +403,14 @@ extension InferenceServer {
                 guard let token = self.jobs[key]?.token else { continue }
                 self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: token)
             }
-            // A place held back is told once the interval has passed, even if the queue does not move again.
-            if heldBack, !self.tellScheduled {
-                self.tellScheduled = true
-                let server = self.server
-                let interval = self.limits.queueTellIntervalMs
-                Task {
-                    try? await Task.sleep(for: .milliseconds(Int(interval)))
-                    server?.postpone(.tellPositions)
-                }
+            // One pass is scheduled at a time, for the earliest place due; it schedules the next.
+            guard let due = nextDue, self.tellScheduledAtMs.map({ due < $0 }) ?? true else { return }
+            self.tellScheduledAtMs = due
+            let server = self.server
+            let sleep = self.clock.sleep
+            Task {
+                try? await sleep(.milliseconds(Int(due &- now)))
+                server?.postpone(.tellPositions)
             }
         }
 
@@ -375,8 +419,8 @@ extension InferenceServer {
             case .ended(let end, let key, let token): self.streamEnded(end, key: key, token: token)
             case .requesterGone(let key, let token): self.requesterGone(key: key, token: token)
             case .tellPositions:
-                self.tellScheduled = false
-                self.tellPositions(heldBackOnly: true)
+                self.tellScheduledAtMs = nil
+                self.tellPositions()
             }
         }
 
@@ -432,15 +476,16 @@ extension InferenceServer {
                             model: request.model, to: sender, channel: channel)
                 return
             }
-            // Advertised models only: a cloud model the owner did not share is not served, whoever asks.
-            guard status.advertisedModels.contains(where: { $0.tag == request.model && $0.canComplete }) else {
+            // Advertised models only: a cloud model the owner did not share is not served, whoever asks. (One
+            // lookup, no copy of the advert's list: this runs for every request.)
+            guard let info = status.advertised(request.model), info.canComplete else {
                 self.refuse(.modelUnavailable, "model not installed", id: request.id,
                             model: request.model, to: sender, channel: channel)
                 return
             }
             // Ollama cuts a prompt longer than the context it serves silently: refuse it by name instead.
-            if let info = status.models.first(where: { $0.tag == request.model }), let context = info.contextLength,
-                context > 0, InferenceLimits.estimatedPromptTokens(served.messages) > context
+            if let context = info.contextLength, context > 0,
+                InferenceLimits.estimatedPromptTokens(served.messages) > context
             {
                 let tokens = InferenceLimits.estimatedPromptTokens(served.messages)
                 let source = info.contextServed
@@ -467,16 +512,17 @@ extension InferenceServer {
             self.nextToken += 1
             let token = self.nextToken
             self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer,
-                                 admittedAtMs: self.clock.nowMs())
-            self.jobs[key]?.admittedAtMonotonicMs = self.clock.monotonicMs()
+                                 admittedAtMs: self.clock.nowMs(), admittedAtMonotonicMs: self.clock.monotonicMs(),
+                                 thinks: info.capabilities.contains("thinking"))
             self.admittedTotal += 1
             self.authorizer.admitted(served, from: sender, channel: channel)
             self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)
             if hasSlot {
                 self.start(key)
             } else {
-                // Queued: told so at once, and where it stands, so its watchdog knows the wait is progress.
-                self.queue.append(Queued(key: key, model: request.model))
+                // Queued: told so, and where it stands, once it has waited `queueTellDelayMs`, so its watchdog
+                // knows the wait is progress.
+                self.queue.append(Queued(key: key, model: request.model, queuedAtMs: self.clock.monotonicMs()))
                 self.tellPositions()
             }
         }
@@ -495,19 +541,15 @@ extension InferenceServer {
         private func start(_ key: Key) {
             guard var job = self.jobs[key], !job.running else { return }
             self.runningCount += 1
-            self.runningByModel[job.request.model, default: 0] += 1
+            self.models.started(job.request.model)
             self.paceForRunning()
             let token = job.token
             let options = job.request.options
-            // `think` goes only to a model that can think: Ollama refuses an effort for any other (400).
-            let thinks = self.runtime.current.models.contains {
-                $0.tag == job.request.model && $0.capabilities.contains("thinking")
-            }
             let chatRequest = ChatRequest(
                 messages: job.request.messages,
                 options: ChatOptions(temperature: options.temperature, topP: options.topP, maxTokens: options.maxTokens,
                                      stop: options.stop ?? [], seed: options.seed,
-                                     think: thinks ? options.think : nil))
+                                     think: job.thinks ? options.think : nil))
             // The engine pushes its reads straight into the stream, on its own thread; the server hears only
             // the end.
             let server = self.server
@@ -596,13 +638,9 @@ extension InferenceServer {
             self.authorizer.ended(job.request, from: key.sender, channel: job.channel, outcome: outcome)
             if job.running {
                 self.runningCount -= 1
-                let model = job.request.model
-                self.runningByModel[model, default: 1] -= 1
-                if self.runningByModel[model] == 0 { self.runningByModel[model] = nil }
-                if case .done = outcome {
-                    let took = Double(self.clock.monotonicMs() &- job.startedAtMonotonicMs)
-                    self.answerMs[model] = self.answerMs[model].map { $0 * 0.7 + took * 0.3 } ?? took
-                }
+                var took: Double?
+                if case .done = outcome { took = Double(self.clock.monotonicMs() &- job.startedAtMonotonicMs) }
+                self.models.ended(job.request.model, tookMs: took)
                 self.paceForRunning()
                 self.startQueued()
             } else {
@@ -695,7 +733,6 @@ extension InferenceServer {
 
         func record(_ kind: InferenceEvent.Kind, code: String?, message: String, peer: PublicKey, channel: Channel,
                     model: String) {
-            if self.events.count >= InferenceActivity.maxEvents { self.events.removeFirst() }
             self.events.append(InferenceEvent(atMs: self.clock.nowMs(), kind: kind, code: code, message: message,
                                               peer: peer, channel: channel, model: model))
         }
@@ -710,7 +747,6 @@ extension InferenceServer {
             case .cancelled: ending = label ?? (job.running ? "cancelled" : "cancelled while queued")
             case .cut: ending = label ?? "cut short"
             }
-            if self.finished.count >= InferenceActivity.maxFinished { self.finished.removeFirst() }
             self.finished.append(FinishedRequest(
                 peer: key.sender, channel: job.channel, model: job.request.model, endedAtMs: self.clock.nowMs(),
                 tokens: job.stream?.streamedPieces ?? 0,
@@ -733,9 +769,9 @@ extension InferenceServer {
                 stream.firstTokenMs = job.stream?.firstPieceAtMs.map { $0 &- job.admittedAtMonotonicMs }
                 return stream
             }.sorted { ($0.admittedAtMs, $0.peer) < ($1.admittedAtMs, $1.peer) }
-            var activity = InferenceActivity(streams: streams, events: self.events, requestsTotal: self.admittedTotal,
+            var activity = InferenceActivity(streams: streams, events: self.events.oldestFirst, requestsTotal: self.admittedTotal,
                                              tokensTotal: self.endedPieces + livePieces)
-            activity.finished = self.finished
+            activity.finished = self.finished.oldestFirst
             return activity
         }
 
@@ -754,5 +790,33 @@ extension InferenceServer {
                 }
             }
         }
+    }
+}
+
+/// The newest `capacity` items, kept in a ring: adding one to a full list overwrites the oldest in place, where an
+/// array's `removeFirst` moved every item (once per request, for the status page's list of finished requests).
+struct NewestList<Element> {
+    let capacity: Int
+    private var items: [Element] = []
+    /// Where the oldest item is, once the list is full.
+    private var head = 0
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    var count: Int { self.items.count }
+
+    mutating func append(_ item: Element) {
+        if self.items.count < self.capacity {
+            self.items.append(item)
+        } else {
+            self.items[self.head] = item
+            self.head = (self.head + 1) % self.capacity
+        }
+    }
+
+    var oldestFirst: [Element] {
+        Array(self.items[self.head...] + self.items[..<self.head])
     }
 }

@@ -142,6 +142,15 @@ public struct RuntimeStatus: Sendable, Equatable {
         return self.models.filter { !$0.cloud || self.isShared($0.tag) }
     }
 
+    /// The model `tag` if it is among `advertisedModels`, found without building that list (the inference server
+    /// asks for every request).
+    public func advertised(_ tag: String) -> RuntimeModelInfo? {
+        guard self.verified && self.available, let model = self.models.first(where: { $0.tag == tag }),
+              !model.cloud || self.isShared(model.tag)
+        else { return nil }
+        return model
+    }
+
     /// Whether the owner shares the cloud model `tag` (a name without a tag means `:latest`).
     public func isShared(_ tag: String) -> Bool {
         self.sharedCloudModels.contains(tag) || self.sharedCloudModels.contains(RuntimeProbe.normalized(tag))

@@ -25,8 +25,9 @@ import Testing
             self.relay = try InProcessRelay(limits: RelayLimits())
             var c = EmulatorConfiguration()
             c.host = "127.0.0.1"
-            // Slow enough that the cancel check's answer is still streaming when the cancel arrives.
-            c.tokensPerSecond = 60
+            // Slow enough that the cancel check's answer is still streaming when the cancel arrives, and that
+            // queue-told's second request waits more than a second.
+            c.tokensPerSecond = 40
             // A thinking model for reasoning-apart, and one request at a time per model as real Ollama.
             c.models = ["qwen2.5:7b", "qwen3:8b"]
             c.parallel = 1
@@ -79,8 +80,11 @@ import Testing
     @Test(.timeLimit(.minutes(1)), arguments: [true, false])
     func ourHomebasePassesEveryCheck(speaksV2: Bool) async throws {
         // The cancel check needs an answer that outlasts the 300 ms grace by far, or a host ignoring the cancel
-        // would pass: at 60 tokens/s, 40 tokens are two thirds of a second of streaming.
+        // would pass: at 40 tokens/s, 40 tokens are a second of streaming.
         #expect(TextGenerator(prompt: HomebaseChecks.cancelPrompt).tokens.count >= 40)
+        // queue-told must pass, not skip: the second request waits for an answer of 45 tokens or more, at 40
+        // tokens/s over 1.1 s (a wait under 1 s needs no infer.queued).
+        #expect(HomebaseChecks.queuePrompts.allSatisfy { TextGenerator(prompt: $0).tokens.count >= 45 })
         let system = try System()
         let guestDirectory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: guestDirectory) }
@@ -150,6 +154,35 @@ import Testing
         #expect(lines.dropFirst().dropLast().allSatisfy { $0.hasPrefix("SKIP ") })
         #expect(lines.count == HomebaseChecks.names.count + 1)
         #expect(lines.last == "0 passed, 1 failed, \(HomebaseChecks.names.count - 1) skipped")
+    }
+
+    /// queue-told's judgement on timelines (ms after the sending): a request still waiting 1 s after its accept
+    /// must have been told within that second; a shorter wait needs no word (messages.md host rule 7).
+    @Test func queueToldJudgesWhoWaitedASecondAndWhenTheyWereTold() {
+        let t0 = ContinuousClock.now
+        func r(_ ms: Int, _ m: Message) -> HomebaseGuestSession.Received { .init(message: m, at: t0 + .milliseconds(ms)) }
+        func answer(_ id: String, accept: Int, queued: Int? = nil, first: Int, end: Int) -> [HomebaseGuestSession.Received] {
+            [r(accept, .inferAccept(InferAccept(id: id, model: "m")))]
+                + (queued.map { [r($0, .inferQueued(InferQueued(id: id, position: 1)))] } ?? [])
+                + [r(first, .inferChunk(InferChunk(id: id, seq: 0, text: "a"))),
+                   r(end, .inferDone(InferDone(id: id, finishReason: "stop", usage: Usage(promptTokens: 1, completionTokens: 1), chunks: 1)))]
+        }
+        // Three served one after another; the third waited until 1,600 ms.
+        let first = answer("a", accept: 10, first: 60, end: 800)
+        let second = answer("b", accept: 10, queued: 510, first: 850, end: 1_600)
+        #expect(HomebaseChecks.queueToldOutcome([first, second, answer("c", accept: 10, queued: 510, first: 1_650, end: 2_400)])
+                == .pass)
+        // Told too late, or never: fails, saying which.
+        #expect(HomebaseChecks.queueToldOutcome([first, second, answer("c", accept: 10, queued: 1_200, first: 1_650, end: 2_400)])
+                == .fail("infer.queued came 1190 ms after the accept (at most 1 s)"))
+        #expect(HomebaseChecks.queueToldOutcome([first, second, answer("c", accept: 10, first: 1_650, end: 2_400)])
+                == .fail("a request waited for another's end 1590 ms after its accept (first chunk at 1640 ms) without infer.queued"))
+        // Waits under a second need no word; at once, nothing waited.
+        let untold = answer("b", accept: 10, first: 850, end: 1_600)
+        #expect(HomebaseChecks.queueToldOutcome([first, untold])
+                == .skip("no request waited more than 1 s (the answers were too short to tell)"))
+        #expect(HomebaseChecks.queueToldOutcome([first, answer("b", accept: 10, first: 70, end: 790)])
+                == .skip("the host's runtime served them at once: nothing waited"))
     }
 
     @Test func theGuestKeyIsKeptWithMode0600() throws {

@@ -56,6 +56,15 @@ import Testing
         var shared = status
         shared.sharedCloudModels = ["gpt-oss:120b-cloud"]
         #expect(shared.advertisedModels.map(\.tag) == ["gpt-oss:120b-cloud", "llama3.2:3b"])
+        // The inference server's one-model lookup says the same as the list, for each state.
+        var down = shared
+        down.available = false
+        for s in [status, shared, down] {
+            for tag in ["gpt-oss:120b-cloud", "llama3.2:3b", "qwen2.5:7b"] {
+                #expect(s.advertised(tag) == s.advertisedModels.first { $0.tag == tag }, "\(tag)")
+            }
+        }
+        #expect(shared.advertised("gpt-oss:120b-cloud")?.tag == "gpt-oss:120b-cloud" && status.advertised("gpt-oss:120b-cloud") == nil)
     }
 
     @Test func trialPrefersAModelAlreadyLoaded() async throws {
