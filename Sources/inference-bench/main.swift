@@ -92,6 +92,11 @@ enum RemoteEvent: Sendable {
 final class Dispatcher: Sendable {
     let waiting = Mutex<[String: AsyncStream<RemoteEvent>.Continuation]>([:])
     let pairing = Mutex<CheckedContinuation<Message, Never>?>(nil)
+    /// `infer.queued` messages received, all requests together (the Homebase tells a request still queued after
+    /// 500 ms): how many of the load's requests waited that long.
+    let queuedTells = Atomic<Int>(0)
+    /// `infer.chunk` messages received: the Homebase's frames per request follow its read pacing.
+    let chunks = Atomic<Int>(0)
 
     func register(_ id: String) -> AsyncStream<RemoteEvent> {
         let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream()
@@ -114,9 +119,14 @@ final class Dispatcher: Sendable {
             let (id, event): (String, RemoteEvent)
             switch inbound.message {
             case .inferAccept(let a): (id, event) = (a.id, .accept)
-            case .inferChunk(let c): (id, event) = (c.id, .chunk(c.text))
+            case .inferChunk(let c):
+                self.chunks.add(1, ordering: .relaxed)
+                (id, event) = (c.id, .chunk(c.text))
             case .inferDone(let d): (id, event) = (d.id, .done(d.usage))
             case .inferError(let e): (id, event) = (e.id, .error(e.code))
+            case .inferQueued:
+                self.queuedTells.add(1, ordering: .relaxed)
+                continue
             case .pairAccept, .pairReject:
                 self.takePairing()?.resume(returning: inbound.message)
                 continue
@@ -583,6 +593,8 @@ var report: [String: Any] = [
         },
         "median_round": medianIndex,
         "completed_all_rounds": completedAllRounds,
+        "queued_tells_all_rounds": dispatcher.queuedTells.load(ordering: .relaxed),
+        "chunks_received_whole_run": dispatcher.chunks.load(ordering: .relaxed),
         "window_ms": round2(medianRound.windowMs), "through_homebase": stats(medianRound.samples),
         "homebase_cpu_ms": round2(medianRound.homebaseCPU ?? .nan), "emulator_cpu_ms": round2(medianRound.ollamaCPU ?? .nan),
         "relay_cpu_ms": round2(medianRound.relayCPU ?? .nan),
