@@ -304,6 +304,9 @@ extension InferenceServer {
         weak var server: InferenceServer?
         /// When the scheduled `tellPositions` pass is due (monotonic ms), nil when none is.
         var tellScheduledAtMs: UInt64?
+        /// No queued request can be due a tell before this (monotonic ms; `.max`: none queued). Lowered as
+        /// requests are queued, recomputed by each pass that walks the queue.
+        var nextTellBoundMs = UInt64.max
 
         var jobs: [Key: Job] = [:]
         var runningCount = 0
@@ -373,11 +376,19 @@ extension InferenceServer {
         /// Tells each queued requester whose position improved where it stands now (`infer.queued`): the first
         /// time once it has waited `queueTellDelayMs`, then at most once per `queueTellIntervalMs`. A place not yet
         /// due is told by a pass scheduled for the earliest such moment, even if the queue does not move again.
+        /// Before the earliest moment any entry could be due (`nextTellBoundMs`) nothing can be told, and the pass
+        /// (called at every admission and every end) does not walk the queue: under a steady load of short
+        /// answers every request starts before its moment, and the queue is walked only by the timer's passes.
         private func tellPositions() {
+            let now = self.clock.monotonicMs()
+            guard now >= self.nextTellBoundMs else {
+                self.scheduleTellPass(at: self.nextTellBoundMs, now: now)
+                return
+            }
             // Positions count per model; a Homebase serves a few models, so a short list beats a dictionary.
             var positions: [(model: String, count: Int)] = []
-            let now = self.clock.monotonicMs()
             var nextDue: UInt64?
+            var bound = UInt64.max
             for i in self.queue.indices {
                 let model = self.queue[i].model
                 let position: Int
@@ -389,22 +400,34 @@ extension InferenceServer {
                     position = 1
                 }
                 let told = self.queue[i].toldPosition
-                guard told.map({ position < $0 }) ?? true else { continue }
                 let due = told == nil
                     ? self.queue[i].queuedAtMs &+ self.limits.queueTellDelayMs
                     : self.queue[i].toldAtMs &+ self.limits.queueTellIntervalMs
+                guard told.map({ position < $0 }) ?? true else {
+                    // Nothing to tell now; a later advance may make it due from `due` on.
+                    bound = min(bound, due)
+                    continue
+                }
                 guard due <= now else {
                     nextDue = min(nextDue ?? due, due)
+                    bound = min(bound, due)
                     continue
                 }
                 self.queue[i].toldPosition = position
                 self.queue[i].toldAtMs = now
+                bound = min(bound, now &+ self.limits.queueTellIntervalMs)
                 let key = self.queue[i].key
                 guard let token = self.jobs[key]?.token else { continue }
                 self.send(.inferQueued(InferQueued(id: key.id, position: position)), key: key, token: token)
             }
-            // One pass is scheduled at a time, for the earliest place due; it schedules the next.
-            guard let due = nextDue, self.tellScheduledAtMs.map({ due < $0 }) ?? true else { return }
+            self.nextTellBoundMs = bound
+            if let due = nextDue { self.scheduleTellPass(at: due, now: now) }
+        }
+
+        /// Schedules a `tellPositions` pass at `due` (monotonic ms, after `now`) unless one comes by then: one
+        /// at a time, for the earliest place due; it schedules the next.
+        private func scheduleTellPass(at due: UInt64, now: UInt64) {
+            guard due > now, due != .max, self.tellScheduledAtMs.map({ due < $0 }) ?? true else { return }
             self.tellScheduledAtMs = due
             let server = self.server
             let sleep = self.clock.sleep
@@ -522,7 +545,9 @@ extension InferenceServer {
             } else {
                 // Queued: told so, and where it stands, once it has waited `queueTellDelayMs`, so its watchdog
                 // knows the wait is progress.
-                self.queue.append(Queued(key: key, model: request.model, queuedAtMs: self.clock.monotonicMs()))
+                let now = self.clock.monotonicMs()
+                self.queue.append(Queued(key: key, model: request.model, queuedAtMs: now))
+                self.nextTellBoundMs = min(self.nextTellBoundMs, now &+ self.limits.queueTellDelayMs)
                 self.tellPositions()
             }
         }
