@@ -380,6 +380,7 @@ extension InferenceServer {
         /// (called at every admission and every end) does not walk the queue: under a steady load of short
         /// answers every request starts before its moment, and the queue is walked only by the timer's passes.
         private func tellPositions() {
+            guard !self.queue.isEmpty else { return }
             let now = self.clock.monotonicMs()
             guard now >= self.nextTellBoundMs else {
                 self.scheduleTellPass(at: self.nextTellBoundMs, now: now)

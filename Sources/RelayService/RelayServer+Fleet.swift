@@ -10,7 +10,7 @@ extension RelayServer {
     {
         // Bounded like the connection's outbound queue: a sender whose STOREs stall (JetStream electing a leader)
         // cannot pile live frames up without end. Refused as not delivered, which a client sends again.
-        switch sender.fleetOrder.live((sendID, recipient, Array(payload)), bytes: payload.count) {
+        switch sender.fleetOrder.order.live((sendID, recipient, Array(payload)), bytes: payload.count) {
         case .sendNow:
             self.sendToFleet(from: sender, sendID: sendID, recipient: recipient, payload: payload)
         case .held:
@@ -52,7 +52,7 @@ extension RelayServer {
     /// One STORE of `sender` is committed (or refused): live frames it held behind the STOREs done so far go.
     func storeCompleted(for sender: RelayConnection) {
         guard let senderKey = sender.key else { return }  // held frames exist only after a login
-        for h in sender.fleetOrder.storeCompleted() {
+        for h in sender.fleetOrder.order.storeCompleted() {
             if let t = self.presence.session(for: h.recipient) {
                 // The recipient logged in here meanwhile.
                 let delivered = t.isWebSocket && t.readySent && self.deliverLive(to: t, sender: senderKey,

@@ -311,7 +311,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         let seq = target?.order.storeIssued() ?? 0
         let senderID = sender.tcp.id
-        if self.fleet != nil { sender.fleetOrder.storeIssued() }
+        if self.fleet != nil { sender.fleetOrder.order.storeIssued() }
         let targetID = target?.tcp.id
         let item = MailboxItem(recipient: recipient, sender: senderKey, payload: Array(payload))
         self.worker.submit(.enqueue(item) { [self] result in
