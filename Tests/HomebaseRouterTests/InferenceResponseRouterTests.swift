@@ -78,6 +78,8 @@ import Testing
             let (_, sink) = AsyncStream<RelayInferenceEvent>.makeStream()
             responses.register(id: "r1", host: RelayRig.hostKey, channel: .sibling, sink: sink)
         }
-        #expect(released == nil)
+        // Freed, though not always at this very line: one of its tasks may be inside a handler at that moment,
+        // holding it until the handler returns (seen under ThreadSanitizer in the full suite). A leak never frees it.
+        #expect(await eventually { released == nil })
     }
 }
