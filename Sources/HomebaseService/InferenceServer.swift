@@ -87,12 +87,6 @@ public final class InferenceServer: Sendable {
         /// The position last told the requester (`infer.queued`), and when (monotonic ms).
         var toldPosition: Int?
         var toldAtMs: UInt64 = 0
-
-        init(key: Key, model: String, queuedAtMs: UInt64) {
-            self.key = key
-            self.model = model
-            self.queuedAtMs = queuedAtMs
-        }
     }
 
     /// Per model served: requests streaming now and how long a whole answer took lately (ms, a moving average),

@@ -138,17 +138,18 @@ public struct RuntimeStatus: Sendable, Equatable {
     /// The models to advertise and serve: none unless the runtime is verified and available, and a cloud model
     /// only when the owner shares it (design.md §R: a prompt never goes to a cloud its owner did not choose).
     public var advertisedModels: [RuntimeModelInfo] {
-        guard self.verified && self.available else { return [] }
-        return self.models.filter { !$0.cloud || self.isShared($0.tag) }
+        self.models.filter(self.advertises)
     }
 
     /// The model `tag` if it is among `advertisedModels`, found without building that list (the inference server
     /// asks for every request).
     public func advertised(_ tag: String) -> RuntimeModelInfo? {
-        guard self.verified && self.available, let model = self.models.first(where: { $0.tag == tag }),
-              !model.cloud || self.isShared(model.tag)
-        else { return nil }
-        return model
+        self.models.first { $0.tag == tag }.flatMap { self.advertises($0) ? $0 : nil }
+    }
+
+    /// The one rule of both: a verified, available runtime, and a cloud model only when shared.
+    private func advertises(_ model: RuntimeModelInfo) -> Bool {
+        self.verified && self.available && (!model.cloud || self.isShared(model.tag))
     }
 
     /// Whether the owner shares the cloud model `tag` (a name without a tag means `:latest`).
