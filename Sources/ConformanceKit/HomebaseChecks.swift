@@ -601,7 +601,7 @@ private final class HomebaseCheckRun {
     /// A granted thinking model's reasoning arrives apart from its answer.
     private func reasoningApart() throws -> CheckOutcome {
         let thinking = self.advertModels.first { m in
-            m.capabilities.contains("thinking") && m.capabilities.contains("completion")
+            ModelCapabilities.canThink(m.capabilities) && m.capabilities.contains("completion")
                 && (self.grant?.models.allows(m.tag) ?? false)
         }
         guard let model = thinking?.tag else { return .skip("no granted model with the thinking capability") }

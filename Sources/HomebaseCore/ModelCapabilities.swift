@@ -8,4 +8,11 @@ public enum ModelCapabilities {
     public static func canComplete(_ capabilities: [String]) -> Bool {
         capabilities.isEmpty || capabilities.contains("completion")
     }
+
+    /// Whether the model reasons before it answers (Ollama's `thinking`): only such a model may be sent `think`
+    /// (Ollama answers an effort for any other with 400), and its reasoning streams apart from the answer. An empty
+    /// list says nothing, so no.
+    public static func canThink(_ capabilities: [String]) -> Bool {
+        capabilities.contains("thinking")
+    }
 }

@@ -531,7 +531,7 @@ extension InferenceServer {
             let token = self.nextToken
             self.jobs[key] = Job(token: token, channel: channel, request: served, keepAnswer: keepAnswer,
                                  admittedAtMs: self.clock.nowMs(), admittedAtMonotonicMs: self.clock.monotonicMs(),
-                                 thinks: info.capabilities.contains("thinking"))
+                                 thinks: ModelCapabilities.canThink(info.capabilities))
             self.admittedTotal += 1
             self.authorizer.admitted(served, from: sender, channel: channel)
             self.send(.inferAccept(InferAccept(id: request.id, model: request.model)), key: key, token: token)

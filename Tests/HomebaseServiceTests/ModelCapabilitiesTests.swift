@@ -22,4 +22,12 @@ import Testing
                                  contextLength: nil, loaded: false).canComplete == capable)
         #expect(OllamaModelInfo(capabilities: capabilities, contextLength: nil, architecture: nil).canComplete == capable)
     }
+
+    /// Thinking is said, never assumed: `think` reaches only a model that lists it (the server and conformance's
+    /// reasoning-apart check ask the same function).
+    @Test func onlyAListedThinkingCapabilityThinks() {
+        #expect(ModelCapabilities.canThink(["completion", "thinking"]))
+        #expect(!ModelCapabilities.canThink([]))
+        #expect(!ModelCapabilities.canThink(["completion", "tools"]))
+    }
 }
