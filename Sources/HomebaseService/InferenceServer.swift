@@ -130,7 +130,7 @@ public final class InferenceServer: Sendable {
         /// A RECEIPT said the requester is gone (for an accept or a chunk).
         case requesterGone(key: Key, token: UInt64)
         /// A queued request's place was held back (`queueTellDelayMs`, `queueTellIntervalMs`): tell it if due.
-        case tellPositions
+        case tellPositions(scheduledAtMs: UInt64)
     }
 
     private let locked: Mutex<LockedState>
@@ -428,7 +428,7 @@ extension InferenceServer {
             let sleep = self.clock.sleep
             Task {
                 try? await sleep(.milliseconds(Int(due &- now)))
-                server?.postpone(.tellPositions)
+                server?.postpone(.tellPositions(scheduledAtMs: due))
             }
         }
 
@@ -436,8 +436,9 @@ extension InferenceServer {
             switch item {
             case .ended(let end, let key, let token): self.streamEnded(end, key: key, token: token)
             case .requesterGone(let key, let token): self.requesterGone(key: key, token: token)
-            case .tellPositions:
-                self.tellScheduledAtMs = nil
+            case .tellPositions(let due):
+                // A pass an earlier one superseded leaves the record of the pass still waiting alone.
+                if self.tellScheduledAtMs == due { self.tellScheduledAtMs = nil }
                 self.tellPositions()
             }
         }
